@@ -1,0 +1,143 @@
+"""Command-line plumbing around Hydra: shard sweeps checked before anything is launched, and Hydra's
+composition errors reported as one line."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from lerobot_hydra.errors import UserError, did_you_mean
+
+MULTIRUN_FLAGS = ("-m", "--multirun")
+
+
+def _overrides(argv: list[str]) -> list[str]:
+    return [a for a in argv[1:] if not a.startswith("-") and "=" in a]
+
+
+def _values(override: Any) -> list[str]:
+    if override.is_sweep_override():
+        return [str(v) for v in override.sweep_iterator()]
+    return [str(override.value())]
+
+
+def prepare_argv(argv: list[str]) -> None:
+    """Checks a sweep over `eval.shard_id` and fills in `eval.num_shards` when it is left out.
+
+    Shard ids must be exactly 0..N-1. Runs before Hydra, so a bad sweep submits nothing.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(_overrides(argv))
+    except OverrideParseException:
+        return  # Hydra reports parse errors itself
+    by_key = {o.key_or_group: o for o in parsed}
+    shard = by_key.get("eval.shard_id")
+    if shard is None:
+        return
+    multirun = any(flag in argv for flag in MULTIRUN_FLAGS)
+    if shard.is_sweep_override() and not multirun:
+        raise UserError("a sweep over eval.shard_id needs multirun: add -m")
+    try:
+        ids = [int(v) for v in _values(shard)]
+    except ValueError as err:
+        raise UserError(f"eval.shard_id must be integers, got {', '.join(_values(shard))}") from err
+    num = by_key.get("eval.num_shards")
+    if num is not None and num.is_sweep_override():
+        raise UserError("eval.num_shards cannot be swept; give one value (or leave it out in a shard sweep)")
+    if num is None:
+        if not multirun:
+            return  # a single shard run: validated with its config
+        total = len(ids)
+        argv.append(f"eval.num_shards={total}")
+    else:
+        try:
+            total = int(_values(num)[0])
+        except ValueError as err:
+            raise UserError(f"eval.num_shards must be an integer, got {_values(num)[0]}") from err
+    if not multirun:
+        return
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise UserError(
+            f"eval.shard_id lists {', '.join(map(str, duplicates))} more than once; give each shard id once"
+        )
+    expected = set(range(total))
+    missing, extra = sorted(expected - set(ids)), sorted(set(ids) - expected)
+    if num is None and missing:
+        raise UserError(
+            f"a shard sweep must list ids 0..N-1; missing {', '.join(map(str, missing))}. "
+            "To run only some shards of a larger split, also give eval.num_shards=<N>"
+        )
+    if extra:
+        raise UserError(
+            f"eval.shard_id {', '.join(map(str, extra))} is out of range for eval.num_shards={total}; "
+            f"shard ids run from 0 to {total - 1}"
+        )
+
+
+def describe_hydra_error(ex: BaseException) -> str | None:
+    """One line for the composition errors a user causes with an override; None for anything else."""
+    from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+    if isinstance(ex, MissingConfigException) and ex.missing_cfg_file and "/" in ex.missing_cfg_file:
+        group, _, name = ex.missing_cfg_file.rpartition("/")
+        options = sorted(ex.options or [])
+        return f"unknown {group} '{name}'{did_you_mean(name, options)}; available: {', '.join(options)}"
+    if isinstance(ex, OverrideParseException):
+        return f"cannot parse the override: {_first(ex)}"
+    if isinstance(ex, ConfigCompositionException):
+        cause = ex.__cause__
+        text = _first(ex)
+        if isinstance(cause, OmegaConfBaseException):
+            key = getattr(cause, "full_key", "") or ""
+            if isinstance(cause, (ConfigKeyError, ConfigAttributeError)):
+                return f"unknown key '{key or text}'; check the spelling with: python eval.py --cfg job"
+            return f"bad value for '{key}': {_first(cause)}"
+        if text.startswith("Ambiguous value for argument"):
+            arg = text.split("'", 1)[1].rstrip("'")
+            key, _, value = arg.partition("=")
+            return (
+                f"'{arg}' is a sweep (commas) in a single run; add -m to sweep, or pass one list value: {key}=[{value}]"
+            )
+        return text
+    if isinstance(ex, MissingConfigException):
+        return _first(ex)
+    return None
+
+
+def _first(ex: BaseException) -> str:
+    lines = [line.strip() for line in str(ex).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(ex).__name__
+
+
+def install_error_reporting() -> None:
+    """Hydra prints composition errors over several lines; print our one line instead (HYDRA_FULL_ERROR=1 still
+    shows everything)."""
+    import hydra._internal.utils as hydra_utils
+
+    original: Callable[[Callable[[], Any]], Any] = hydra_utils.run_and_report
+    if getattr(original, "_lerobot_hydra", False):
+        return
+
+    def run_and_report(func: Callable[[], Any]) -> Any:
+        try:
+            return func()
+        except Exception as ex:  # noqa: BLE001 - Hydra's own reporter handles what we do not describe
+            line = None if os.environ.get("HYDRA_FULL_ERROR") == "1" else describe_hydra_error(ex)
+            if line is None:
+                return original(lambda error=ex: _reraise(error))
+            print(f"error: {line}", file=sys.stderr)
+            sys.exit(2)
+
+    run_and_report._lerobot_hydra = True  # type: ignore[attr-defined]
+    hydra_utils.run_and_report = run_and_report
+
+
+def _reraise(ex: BaseException) -> None:
+    raise ex

@@ -1,0 +1,94 @@
+"""What every benchmark provides: its tasks, one simulator per task, observation spaces and processors."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+    from lerobot_hydra.processors.pipeline import Pipeline
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task of a benchmark; `group`/`task_id` follow LeRobot's `task_group`/`task_id` naming."""
+
+    group: str
+    task_id: int
+    name: str
+    description: str
+    max_steps: int
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.group, self.task_id)
+
+    @property
+    def label(self) -> str:
+        return f"{self.group}/{self.task_id}"
+
+
+@dataclass
+class EnvConfig:
+    """Base of every env config. Subclasses are dataclasses named by `_target_` in `conf/env/*.yaml`.
+
+    A subclass implements `tasks()`, `spaces()` and `make_env()`. `make_env()` runs inside the worker
+    process on first use, so no simulator or GL context is ever created in the parent process.
+    """
+
+    # A name, a comma-separated string, or a list (env.task=[a,b] on the command line).
+    task: Any = ""
+    # Steps before an episode is cut; None uses the benchmark's own limit.
+    episode_length: int | None = None
+    # Frames per second of the simulator's control loop (used for videos).
+    fps: int = 30
+    # Raw observation key (nested keys joined with '/') -> LeRobot key, used by the `pre` processors.
+    features_map: dict[str, str] = field(default_factory=dict)
+    # `pre`: raw observation -> LeRobot batch; `post`: policy action -> env action. Instantiated `_target_` steps.
+    processors: dict[str, list[Any]] = field(default_factory=lambda: {"pre": [], "post": []})
+
+    def tasks(self) -> list[TaskSpec]:
+        raise NotImplementedError
+
+    def spaces(self, task: TaskSpec) -> tuple[gym.Space, gym.Space]:
+        """(observation_space, action_space) of `make_env(task)`, known without creating a simulator."""
+        raise NotImplementedError
+
+    def make_env(self, task: TaskSpec, render: bool) -> gym.Env:
+        """Create the simulator for `task`.
+
+        The env's `reset(seed=..., options={"episode_index": k})` must place episode `k` of the task
+        deterministically from the seed, and `step()` must report success as `info["is_success"]`.
+        """
+        raise NotImplementedError
+
+    def worker_preload(self) -> list[str]:
+        """Modules worth importing once in the forkserver so that each worker starts quickly."""
+        return []
+
+    def without_processors(self) -> EnvConfig:
+        """A copy to ship to worker processes (processors stay in the parent)."""
+        return dataclasses.replace(self, processors={"pre": [], "post": []})
+
+    def build_processors(self, overrides: dict[str, list[Any]] | None = None) -> tuple[Pipeline, Pipeline]:
+        from lerobot_hydra.processors.pipeline import Pipeline
+
+        steps = {**self.processors, **(overrides or {})}
+        return Pipeline(steps.get("pre", [])), Pipeline(steps.get("post", []))
+
+    def create_envs(
+        self, n_envs: int, use_async: bool, tasks: list[TaskSpec] | None = None, render: bool = False
+    ) -> dict[str, dict[int, gym.vector.VectorEnv]]:
+        """{group: {task_id: VectorEnv}}. Workers are shared by tasks with the same spaces and start on first use."""
+        from lerobot_hydra.envs.vector import create_task_vector_envs
+
+        return create_task_vector_envs(self, tasks if tasks is not None else self.tasks(), n_envs, use_async, render)
+
+
+def split_names(value: str | list[str] | tuple[str, ...]) -> list[str]:
+    """'a,b, c' or a list -> ['a', 'b', 'c']."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return [str(item).strip() for item in items if str(item).strip()]

@@ -1,0 +1,118 @@
+"""Any registered Gymnasium env as a one-task benchmark (PushT goes through here)."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec
+from lerobot_hydra.errors import UserError
+
+DEFAULT_EPISODE_LENGTH = 1000
+
+
+@dataclass
+class GymEnvConfig(EnvConfig):
+    gym_id: str = ""
+    # Module imported before gym.make so that it registers `gym_id` (e.g. gym_pusht).
+    package: str | None = None
+    # The project extra that installs `package`, named in the error when it is missing.
+    extra: str | None = None
+    gym_kwargs: dict[str, Any] = field(default_factory=dict)
+    # Task group name in results; empty: the gym id without its namespace and version.
+    group: str = ""
+    # Language description handed to policies as `task`; empty: the gym id.
+    task: Any = ""
+    # Key of the env's info dict that holds per-step success.
+    success_key: str = "is_success"
+
+    def __post_init__(self) -> None:
+        if not self.gym_id:
+            raise UserError("env.gym_id is required for env=gym, e.g. env.gym_id=CartPole-v1")
+
+    def _register(self) -> None:
+        import gymnasium as gym
+
+        if self.gym_id in gym.registry:
+            return
+        if self.package:
+            try:
+                importlib.import_module(self.package)
+            except ImportError as err:
+                hint = f'pip install -e ".[{self.extra}]"' if self.extra else f"pip install {self.package}"
+                raise UserError(
+                    f"env {self.gym_id} needs the package '{self.package}'; install it with: {hint}"
+                ) from err
+        if self.gym_id not in gym.registry:
+            where = f" after importing '{self.package}'" if self.package else ""
+            raise UserError(
+                f"Gymnasium id '{self.gym_id}' is not registered{where}; "
+                "set env.package to the module that registers it"
+            )
+
+    @cached_property
+    def _spec(self) -> tuple[int, Any, Any]:
+        """(max steps, observation space, action space), read from one env made and closed in the parent."""
+        import gymnasium as gym
+
+        self._register()
+        env = gym.make(self.gym_id, disable_env_checker=True, **self.gym_kwargs)
+        try:
+            limit = self.episode_length or (env.spec.max_episode_steps if env.spec else None) or DEFAULT_EPISODE_LENGTH
+            return int(limit), env.observation_space, env.action_space
+        finally:
+            env.close()
+
+    def tasks(self) -> list[TaskSpec]:
+        name = self.gym_id.split("/")[-1]
+        group = self.group or name.rsplit("-v", 1)[0]
+        description = str(self.task) if self.task else self.gym_id
+        return [TaskSpec(group=group, task_id=0, name=name, description=description, max_steps=self._spec[0])]
+
+    def spaces(self, task: TaskSpec) -> tuple[Any, Any]:
+        return self._spec[1], self._spec[2]
+
+    def make_env(self, task: TaskSpec, render: bool) -> Any:
+        return GymTaskEnv(self, task)
+
+    def worker_preload(self) -> list[str]:
+        return [self.package] if self.package else []
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The probed spaces are cheap to recompute and may not pickle; ship the plain config only.
+        state = dict(self.__dict__)
+        state.pop("_spec", None)
+        return state
+
+
+class GymTaskEnv:
+    def __init__(self, config: GymEnvConfig, task: TaskSpec) -> None:
+        import gymnasium as gym
+
+        config._register()
+        self.config = config
+        self._env = gym.make(
+            config.gym_id, disable_env_checker=True, max_episode_steps=task.max_steps, **config.gym_kwargs
+        )
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        obs, _ = self._env.reset(seed=seed)
+        return obs, {"is_success": False}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        obs, reward, terminated, truncated, info = self._env.step(action)
+        return (
+            obs,
+            float(reward),
+            bool(terminated),
+            bool(truncated),
+            {"is_success": bool(info.get(self.config.success_key, False))},
+        )
+
+    def render(self) -> Any:
+        return self._env.render()
+
+    def close(self) -> None:
+        self._env.close()

@@ -1,0 +1,176 @@
+"""MetaWorld (v3 tasks on MuJoCo 3.3): single tasks, comma lists, difficulty groups or all 50 (MT50)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec, split_names
+from lerobot_hydra.errors import UserError, did_you_mean
+
+OBS_TYPES = ("state", "pixels", "pixels_agent_pos")
+# MetaWorld's own per-episode step limit (`max_path_length`).
+MAX_PATH_LENGTH = 500
+# Pose of the corner2 camera used by LeRobot's MetaWorld datasets (as in arXiv:2206.14244).
+CORNER2_POSITION = (0.75, 0.075, 0.7)
+
+
+@cache
+def task_catalog() -> dict[str, Any]:
+    """Difficulty groups, language descriptions and scripted-expert class names of the 50 v3 tasks."""
+    return json.loads((Path(__file__).with_name("metaworld_tasks.json")).read_text())
+
+
+def expand_tasks(task: str | list[str]) -> list[tuple[str, list[str]]]:
+    """'easy,reach-v3' -> [('easy', [...28 tasks]), ('reach-v3', ['reach-v3'])]; 'all' -> the four groups."""
+    catalog = task_catalog()
+    groups: dict[str, list[str]] = catalog["difficulty_groups"]
+    names = split_names(task)
+    if not names:
+        raise UserError("env.task is empty; give a MetaWorld task (reach-v3), a list, a difficulty group or 'all'")
+    out: list[tuple[str, list[str]]] = []
+    for name in names:
+        if name == "all":
+            out.extend(groups.items())
+        elif name in groups:
+            out.append((name, groups[name]))
+        elif name in catalog["descriptions"]:
+            out.append((name, [name]))
+        else:
+            valid = ["all", *groups, *catalog["descriptions"]]
+            raise UserError(
+                f"unknown MetaWorld task '{name}'{did_you_mean(name, valid)}; use a v3 task name such as reach-v3, "
+                f"a difficulty group ({', '.join(groups)}) or 'all'"
+            )
+    return out
+
+
+@dataclass
+class MetaWorldEnvConfig(EnvConfig):
+    task: Any = "reach-v3"
+    obs_type: str = "pixels_agent_pos"
+    camera_name: str = "corner2"
+    observation_height: int = 480
+    observation_width: int = 480
+    # End an episode at its first success, as LeRobot's MetaWorld env does.
+    terminate_on_success: bool = True
+    fps: int = 80
+
+    def __post_init__(self) -> None:
+        if self.obs_type not in OBS_TYPES:
+            raise UserError(f"env.obs_type must be one of {', '.join(OBS_TYPES)}, got '{self.obs_type}'")
+        if self.episode_length is not None and not 1 <= self.episode_length <= MAX_PATH_LENGTH:
+            raise UserError(f"env.episode_length must be between 1 and {MAX_PATH_LENGTH} for MetaWorld")
+
+    def tasks(self) -> list[TaskSpec]:
+        descriptions = task_catalog()["descriptions"]
+        max_steps = self.episode_length or MAX_PATH_LENGTH
+        return [
+            TaskSpec(group=group, task_id=i, name=name, description=descriptions[name], max_steps=max_steps)
+            for group, names in expand_tasks(self.task)
+            for i, name in enumerate(names)
+        ]
+
+    def spaces(self, task: TaskSpec) -> tuple[Any, Any]:
+        from gymnasium import spaces
+
+        parts: dict[str, spaces.Space] = {}
+        if self.obs_type in ("state", "pixels_agent_pos"):
+            parts["agent_pos"] = spaces.Box(-np.inf, np.inf, (4,), np.float64)
+            parts["environment_state"] = spaces.Box(-np.inf, np.inf, (39,), np.float64)
+        if self.obs_type in ("pixels", "pixels_agent_pos"):
+            shape = (self.observation_height, self.observation_width, 3)
+            parts["pixels"] = spaces.Box(0, 255, shape, np.uint8)
+        return spaces.Dict(parts), spaces.Box(-1.0, 1.0, (4,), np.float32)
+
+    def make_env(self, task: TaskSpec, render: bool) -> Any:
+        return MetaWorldTaskEnv(self, task, render)
+
+    def worker_preload(self) -> list[str]:
+        return ["metaworld"]
+
+
+def _make_task_env(name: str, **kwargs: Any) -> Any:
+    """A v3 env set up as MT1 sets it up (goal observable), with object and goal positions drawn at
+    every reset from the env's own seeded generator. Building the env directly skips MT1's sampling of
+    50 goal vectors, which costs four times the env itself."""
+    import metaworld
+    from metaworld.env_dict import ALL_V3_ENVIRONMENTS, ML1_ARGS_KWARGS
+
+    cls = ALL_V3_ENVIRONMENTS[name]
+    env = cls(**kwargs)
+    task_kwargs = {k: v for k, v in ML1_ARGS_KWARGS[name]["kwargs"].items() if k != "task_id"}
+    data = {**task_kwargs, "env_cls": cls, "rand_vec": None, "partially_observable": False}
+    env.set_task(metaworld.Task(env_name=name, data=pickle.dumps(data)))
+    env._freeze_rand_vec = False
+    env.seeded_rand_vec = True
+    return env
+
+
+class MetaWorldTaskEnv:
+    """One MetaWorld v3 task, seeded per episode, with LeRobot's observation keys.
+
+    `agent_pos` is LeRobot's 4-D state (hand xyz + gripper opening), `environment_state` the full 39-D
+    MetaWorld observation that the scripted experts need.
+    """
+
+    def __init__(self, config: MetaWorldEnvConfig, task: TaskSpec, render: bool) -> None:
+        import gymnasium as gym
+
+        self.config = config
+        self.task = task
+        self.observation_space, self.action_space = config.spaces(task)
+        self.metadata = {"render_modes": ["rgb_array"], "render_fps": config.fps}
+        self._pixels = config.obs_type != "state"
+        needs_renderer = self._pixels or render
+        env = _make_task_env(
+            task.name,
+            render_mode="rgb_array" if needs_renderer else None,
+            camera_name=config.camera_name if needs_renderer else None,
+            width=config.observation_width,
+            height=config.observation_height,
+        )
+        if config.camera_name == "corner2":
+            env.model.cam_pos[env.model.camera("corner2").id] = CORNER2_POSITION
+        self._env: gym.Env = env
+
+    def _frame(self) -> np.ndarray:
+        frame = self._env.render()
+        if self.config.camera_name == "corner2":
+            # corner2 renders with both image axes inverted.
+            frame = frame[::-1, ::-1]
+        return np.ascontiguousarray(frame)
+
+    def _observation(self, raw: np.ndarray) -> dict[str, np.ndarray]:
+        obs: dict[str, np.ndarray] = {}
+        if self.config.obs_type != "pixels":
+            obs["agent_pos"] = raw[:4]
+            obs["environment_state"] = raw
+        if self._pixels:
+            obs["pixels"] = self._frame()
+        return obs
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:
+        # MetaWorld 3 ignores reset(seed=...): its generator is seeded through seed().
+        if seed is not None:
+            self._env.seed(seed)
+        raw, _ = self._env.reset()
+        return self._observation(raw), {"is_success": False}
+
+    def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
+        raw, reward, terminated, truncated, info = self._env.step(np.asarray(action, dtype=np.float32))
+        success = bool(info.get("success", 0.0))
+        terminated = bool(terminated) or (success and self.config.terminate_on_success)
+        return self._observation(raw), float(reward), terminated, bool(truncated), {"is_success": success}
+
+    def render(self) -> np.ndarray:
+        return self._frame()
+
+    def close(self) -> None:
+        self._env.close()

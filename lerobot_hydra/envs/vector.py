@@ -1,0 +1,182 @@
+"""Vector envs whose simulators live only inside their workers and whose workers outlive a task.
+
+Each sub-env is a `SlotEnv`: a thin gym.Env with fixed spaces that holds no simulator until its first
+reset. `bind()` points a slot at a task; the simulator for that task is created in the worker on the
+next reset, and the previous task's simulator is closed first, so a process never holds two tasks'
+simulators (or GL contexts). One set of workers serves every task of a lane in turn: the number of
+live worker processes never exceeds the batch size, and no process is spawned per task.
+
+A slot never resets itself. Once its episode has ended it stops simulating and answers steps with its
+last observation until the next reset; a slot without an episode (the tail of a task's last batch) is
+idle and never touches the simulator.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec
+
+# Per-slot options passed through `VectorEnv.reset(options=...)`: entry i is `(episode_index, seed)` or None.
+EPISODES_KEY = "episodes"
+
+
+def zeros_like_space(space: gym.Space) -> Any:
+    if isinstance(space, gym.spaces.Dict):
+        return {key: zeros_like_space(sub) for key, sub in space.spaces.items()}
+    return np.zeros(space.shape, dtype=space.dtype)
+
+
+class SlotEnv(gym.Env):
+    def __init__(
+        self, slot: int, observation_space: gym.Space, action_space: gym.Space, metadata: dict[str, Any]
+    ) -> None:
+        self.slot = slot
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.metadata = metadata
+        self.render_mode = "rgb_array"
+        self._config: EnvConfig | None = None
+        self._task: TaskSpec | None = None
+        self._render = False
+        self._env: gym.Env | None = None
+        self._idle_obs = zeros_like_space(observation_space)
+        self._last_obs: Any = self._idle_obs
+        self._active = False
+        self._done = True
+        self._steps = 0
+
+    def bind(self, config: EnvConfig, task: TaskSpec, render: bool) -> None:
+        if (self._config, self._task, self._render) == (config, task, render):
+            return
+        self._close_sim()
+        self._config, self._task, self._render = config, task, render
+        self._active, self._done, self._last_obs = False, True, self._idle_obs
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        episode = (options or {}).get(EPISODES_KEY, [None] * (self.slot + 1))[self.slot]
+        self._steps = 0
+        if episode is None:
+            self._active, self._done, self._last_obs = False, True, self._idle_obs
+            return self._idle_obs, {"is_success": False, "done": True}
+        if self._task is None or self._config is None:
+            raise RuntimeError("SlotEnv.reset() called before bind()")
+        episode_index, episode_seed = episode
+        super().reset(seed=episode_seed)
+        if self._env is None:
+            self._env = self._config.make_env(self._task, render=self._render)
+        obs, _ = self._env.reset(seed=episode_seed, options={"episode_index": episode_index})
+        self._active, self._done, self._last_obs = True, False, obs
+        return obs, {"is_success": False, "done": False}
+
+    def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict]:
+        # Termination is reported through info["done"], never through terminated/truncated, so the
+        # vector env never auto-resets a slot mid-batch.
+        if not self._active or self._done:
+            return self._last_obs, 0.0, False, False, {"is_success": False, "done": True}
+        assert self._env is not None and self._task is not None
+        obs, reward, terminated, truncated, info = self._env.step(action)
+        self._steps += 1
+        self._done = bool(terminated or truncated or self._steps >= self._task.max_steps)
+        self._last_obs = obs
+        return obs, float(reward), False, False, {"is_success": bool(info.get("is_success", False)), "done": self._done}
+
+    def render(self) -> np.ndarray | None:
+        if self._env is None or not self._active:
+            return None
+        return self._env.render()
+
+    def task_description(self) -> str:
+        return self._task.description if self._task else ""
+
+    def _close_sim(self) -> None:
+        if self._env is not None:
+            self._env.close()
+            self._env = None
+
+    def close(self) -> None:
+        self._close_sim()
+
+
+def _forkserver_context(preload: list[str]) -> str:
+    """forkserver keeps GL contexts and CUDA state of the parent out of the workers, and forks them quickly."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return "spawn"
+    multiprocessing.set_forkserver_preload(["lerobot_hydra.envs.vector", *preload])
+    return "forkserver"
+
+
+class EnvPool:
+    """`n_envs` slots (in-process or in worker processes) that are re-bound from task to task."""
+
+    def __init__(
+        self,
+        config: EnvConfig,
+        n_envs: int,
+        use_async: bool,
+        spaces: tuple[gym.Space, gym.Space],
+        render: bool,
+    ) -> None:
+        self.config = config.without_processors()
+        self.render = render
+        metadata = {"render_modes": ["rgb_array"], "render_fps": config.fps}
+        fns = [functools.partial(SlotEnv, i, spaces[0], spaces[1], metadata) for i in range(n_envs)]
+        if use_async and n_envs > 1:
+            context = _forkserver_context(config.worker_preload())
+            self.vec: gym.vector.VectorEnv = gym.vector.AsyncVectorEnv(fns, shared_memory=True, context=context)
+        else:
+            self.vec = gym.vector.SyncVectorEnv(fns)
+        self._bound: TaskSpec | None = None
+
+    def bind(self, task: TaskSpec) -> None:
+        if self._bound != task:
+            self.vec.call("bind", self.config, task, self.render)
+            self._bound = task
+
+    def close(self) -> None:
+        self.vec.close()
+
+
+class TaskVectorEnv(gym.vector.VectorWrapper):
+    """The view of a pool that evaluates one task: resetting it binds the pool's slots to the task."""
+
+    def __init__(self, pool: EnvPool, task: TaskSpec) -> None:
+        super().__init__(pool.vec)
+        self.pool = pool
+        self.task = task
+
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        self.pool.bind(self.task)
+        return self.env.reset(seed=seed, options=options)
+
+    def render_frames(self) -> tuple[np.ndarray | None, ...]:
+        return self.env.call("render")
+
+    def close(self, **kwargs: Any) -> None:
+        # Workers belong to the pool, which the caller closes once all its tasks are done.
+        pass
+
+
+def create_task_vector_envs(
+    config: EnvConfig, tasks: list[TaskSpec], n_envs: int, use_async: bool, render: bool
+) -> dict[str, dict[int, TaskVectorEnv]]:
+    pools: dict[str, EnvPool] = {}
+    out: dict[str, dict[int, TaskVectorEnv]] = {}
+    for task in tasks:
+        spaces = config.spaces(task)
+        signature = repr(spaces)
+        if signature not in pools:
+            pools[signature] = EnvPool(config, n_envs, use_async, spaces, render)
+        out.setdefault(task.group, {})[task.task_id] = TaskVectorEnv(pools[signature], task)
+    return out
+
+
+def close_task_vector_envs(envs: dict[str, dict[int, TaskVectorEnv]]) -> None:
+    pools = {id(v.pool): v.pool for group in envs.values() for v in group.values()}
+    for pool in pools.values():
+        pool.close()

@@ -1,0 +1,110 @@
+"""One evaluation run: config -> env config, plan, policy -> records -> files and table."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from lerobot_hydra.config import EvalConfig
+from lerobot_hydra.envs.base import EnvConfig
+from lerobot_hydra.errors import UserError
+from lerobot_hydra.gl import configure_mujoco_gl, resolve_device
+from lerobot_hydra.policies.base import PolicyConfig
+from lerobot_hydra.progress import Progress
+from lerobot_hydra.records import write_json_atomic
+from lerobot_hydra.results import aggregate, format_table
+from lerobot_hydra.runner import TaskWork, evaluate
+from lerobot_hydra.sharding import plan_units, shard_units
+from lerobot_hydra.store import RunStore
+
+log = logging.getLogger("lerobot_hydra")
+
+EVAL_INFO_FILE = "eval_info.json"
+# Settings that never change an episode's outcome; left out of the fingerprint so that a shard can be
+# resumed with another batch size or on another machine.
+OUTCOME_NEUTRAL_POLICY_KEYS = {"device"}
+
+
+def instantiate_node(node: DictConfig) -> Any:
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    try:
+        return instantiate(node, _convert_="all")
+    except InstantiationException as err:
+        cause = err.__cause__
+        if isinstance(cause, UserError):
+            raise cause from None
+        raise
+
+
+def run_identity(cfg: DictConfig, eval_cfg: EvalConfig) -> dict[str, Any]:
+    """What must agree between shards (and between a run and its resume): env, policy, episodes, seed."""
+    container = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(container, dict)
+    policy = {k: v for k, v in container["policy"].items() if k not in OUTCOME_NEUTRAL_POLICY_KEYS}
+    return {"env": container["env"], "policy": policy, "n_episodes": eval_cfg.n_episodes, "seed": cfg.seed}
+
+
+def evaluate_config(cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label: str) -> dict[str, Any]:
+    configure_mujoco_gl()
+    env_cfg = instantiate_node(cfg.env)
+    if not isinstance(env_cfg, EnvConfig):
+        raise UserError(f"env._target_ must name an EnvConfig subclass, got {type(env_cfg).__name__}")
+    tasks = env_cfg.tasks()
+    num_shards = eval_cfg.num_shards or 1
+    planned = shard_units(plan_units(tasks, eval_cfg.n_episodes), eval_cfg.shard_id, num_shards)
+    store = RunStore(out_dir, run_identity(cfg, eval_cfg), eval_cfg.shard_id, num_shards, tasks, planned, label)
+    done = store.done()
+    work = []
+    for task in tasks:
+        mine = [u.episode_index for u in planned if (u.task_group, u.task_id) == task.key]
+        if not mine:
+            continue
+        recorded = [r for r in store.records if (r.task_group, r.task_id) == task.key]
+        todo = [k for k in mine if (task.group, task.task_id, k) not in done]
+        work.append(TaskWork(task, todo, done=len(recorded), successes=sum(r.success for r in recorded)))
+    if store.resumed:
+        log.info(
+            "resuming in %s: %d episodes already recorded, %d to run",
+            out_dir,
+            store.resumed,
+            sum(len(w.episodes) for w in work),
+        )
+    if num_shards > 1:
+        log.info("shard %d of %d: %d episodes over %d tasks", eval_cfg.shard_id, num_shards, len(planned), len(work))
+    try:
+        if any(w.episodes for w in work):
+            policy_cfg = instantiate_node(cfg.policy)
+            if not isinstance(policy_cfg, PolicyConfig):
+                raise UserError(f"policy._target_ must name a PolicyConfig subclass, got {type(policy_cfg).__name__}")
+            policy = policy_cfg.build(env_cfg, resolve_device(cfg.device))
+            env_pre, env_post = env_cfg.build_processors()
+            evaluate(
+                env_cfg,
+                work,
+                policy,
+                env_pre,
+                env_post,
+                base_seed=cfg.seed,
+                batch_size=eval_cfg.batch_size,
+                use_async=eval_cfg.use_async_envs,
+                max_parallel_tasks=eval_cfg.max_parallel_tasks,
+                on_record=store.add,
+                progress=Progress(eval_cfg.progress_interval_s),
+            )
+    finally:
+        store.write()
+    info = aggregate(store.sorted_records(), store.eval_s)
+    if num_shards == 1:
+        write_json_atomic(out_dir / EVAL_INFO_FILE, info)
+        title = f"Evaluation results ({out_dir / EVAL_INFO_FILE})"
+    else:
+        title = f"Shard {eval_cfg.shard_id} of {num_shards} ({store.path}); merge the sweep for the full table"
+    table = format_table(info, title)
+    print(table, flush=True)
+    log.debug("\n%s", table)
+    return info

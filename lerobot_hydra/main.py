@@ -1,0 +1,64 @@
+"""Hydra entry point: compose, validate, evaluate, report."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from lerobot_hydra import config as schemas
+from lerobot_hydra.cli import install_error_reporting, prepare_argv
+from lerobot_hydra.errors import UserError
+
+log = logging.getLogger("lerobot_hydra")
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CONFIG_PATH = str(PROJECT_ROOT / "conf")
+# conf/config.yaml puts ${lerobot_hydra_root:}/multirun_launchers on Hydra's search path.
+OmegaConf.register_new_resolver("lerobot_hydra_root", lambda: str(PROJECT_ROOT), replace=True)
+
+
+def run(cfg: DictConfig) -> dict[str, Any]:
+    """Evaluate the composed config in Hydra's output dir; returns eval_info (or the shard summary)."""
+    from lerobot_hydra.evaluation import evaluate_config
+
+    eval_cfg = schemas.validate(cfg)
+    return evaluate_config(cfg, eval_cfg, Path(HydraConfig.get().runtime.output_dir), _job_label())
+
+
+def _job_label() -> str:
+    """The job's overrides other than the shard ones: names a combination in a sweep (policy=a,env=b)."""
+    try:
+        overrides = HydraConfig.get().overrides.task
+    except ValueError:
+        return ""
+    keep = [o for o in overrides if not o.lstrip("+~").startswith(("eval.shard_id=", "eval.num_shards="))]
+    return ",".join(sorted(keep))
+
+
+@hydra.main(config_path=CONFIG_PATH, config_name="config", version_base="1.3")
+def _hydra_main(cfg: DictConfig) -> None:
+    try:
+        run(cfg)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+def main() -> None:
+    install_error_reporting()
+    try:
+        prepare_argv(sys.argv)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Policies: native ones (random, MetaWorld's scripted experts) and the LeRobot checkpoint loader."""

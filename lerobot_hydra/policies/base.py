@@ -1,0 +1,29 @@
+"""The interface the runner drives, and the base of every policy config."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from lerobot_hydra.envs.base import EnvConfig, TaskSpec
+
+
+class Policy(Protocol):
+    def reset(self, task: TaskSpec, episode_seeds: Sequence[int | None]) -> None:
+        """Start a batch of episodes of `task`; entry i is the seed of sub-env i's episode (None: idle)."""
+
+    def select_action(self, batch: dict[str, Any]) -> Any:
+        """Actions for the whole batch, shape (batch, action_dim), as a tensor or an array."""
+
+    def fork(self) -> Policy:
+        """A policy with its own per-episode state that shares this one's weights (for parallel tasks)."""
+
+
+@dataclass
+class PolicyConfig:
+    """Base of every policy config. Subclasses are dataclasses named by `_target_` in `conf/policy/*.yaml`."""
+
+    def build(self, env: EnvConfig, device: str) -> Policy:
+        raise NotImplementedError

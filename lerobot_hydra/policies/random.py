@@ -1,0 +1,42 @@
+"""Random actions from the env's action space, reproducible per episode whatever the batch size."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec
+from lerobot_hydra.policies.base import PolicyConfig
+
+# Keeps the policy's random stream apart from the simulator's, which is seeded with the same episode seed.
+SEED_OFFSET = 7919
+
+
+@dataclass
+class RandomPolicyConfig(PolicyConfig):
+    def build(self, env: EnvConfig, device: str) -> RandomPolicy:
+        _, action_space = env.spaces(env.tasks()[0])
+        return RandomPolicy(action_space)
+
+
+class RandomPolicy:
+    def __init__(self, action_space: Any) -> None:
+        self.action_space = action_space
+        self._spaces: list[Any] = []
+
+    def reset(self, task: TaskSpec, episode_seeds: Sequence[int | None]) -> None:
+        self._spaces = []
+        for seed in episode_seeds:
+            space = copy.deepcopy(self.action_space)
+            space.seed(None if seed is None else seed + SEED_OFFSET)
+            self._spaces.append(space)
+
+    def select_action(self, batch: dict[str, Any]) -> np.ndarray:
+        return np.stack([space.sample() for space in self._spaces])
+
+    def fork(self) -> RandomPolicy:
+        return RandomPolicy(self.action_space)

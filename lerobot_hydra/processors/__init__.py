@@ -1,0 +1,1 @@
+"""Observation and action steps, instantiated from `processors.pre` / `processors.post` in the env YAMLs."""

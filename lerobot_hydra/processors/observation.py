@@ -1,0 +1,78 @@
+"""Raw vector-env observations -> LeRobot's batch convention.
+
+LeRobot policies read `observation.state`, `observation.image` or `observation.images.<camera>` as
+float32 tensors, images CHW in [0, 1], plus `task` (a list of language strings, one per sub-env).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lerobot_hydra.processors.pipeline import Batch
+
+RAW_KEY = "raw"
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'pixels': {'top': a}} -> {'pixels/top': a}."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}/{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            out.update(flatten(value, name))
+        else:
+            out[name] = value
+    return out
+
+
+@dataclass
+class MapObservationKeys:
+    """Moves the raw observation (under `raw`) to LeRobot keys; nested keys are joined with '/'.
+
+    Raw keys missing from `features_map` are kept as `observation.<key>` so nothing disappears silently.
+    An env whose observation is a plain array has the single raw key `observation`.
+    """
+
+    features_map: dict[str, str] = field(default_factory=dict)
+
+    def __call__(self, batch: Batch) -> Batch:
+        raw = batch.pop(RAW_KEY)
+        if not isinstance(raw, dict):
+            raw = {"observation": raw}
+        for key, value in flatten(raw).items():
+            batch[self.features_map.get(key, f"observation.{key.replace('/', '.')}")] = value
+        return batch
+
+
+@dataclass
+class ToTorch:
+    """numpy -> torch: uint8 HWC images become float32 CHW in [0, 1], other arrays float32."""
+
+    def __call__(self, batch: Batch) -> Batch:
+        import torch
+
+        for key, value in list(batch.items()):
+            if not isinstance(value, np.ndarray):
+                continue
+            tensor = torch.from_numpy(np.ascontiguousarray(value))
+            if value.dtype == np.uint8 and value.ndim == 4:
+                tensor = tensor.permute(0, 3, 1, 2).to(torch.float32).div_(255.0)
+            elif tensor.is_floating_point() or tensor.dtype in (torch.int32, torch.int64):
+                tensor = tensor.to(torch.float32)
+            batch[key] = tensor
+        return batch
+
+
+@dataclass
+class ToNumpyAction:
+    """Policy output (tensor or array, batch-first) -> numpy on the CPU for the vector env."""
+
+    def __call__(self, batch: Batch) -> Batch:
+        action = batch["action"]
+        if hasattr(action, "detach"):
+            action = action.detach().to("cpu").numpy()
+        batch["action"] = np.asarray(action)
+        return batch

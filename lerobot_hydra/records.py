@@ -1,0 +1,75 @@
+"""Episode records: the one thing every sink, merge and resume reads."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    task_group: str
+    task_id: int
+    task_name: str
+    task: str
+    episode_index: int
+    seed: int
+    success: bool
+    sum_reward: float
+    max_reward: float
+    steps: int
+    wall_s: float
+    init_state_id: int | None = None
+    video_path: str | None = None
+
+    @property
+    def unit(self) -> tuple[str, int, int]:
+        return (self.task_group, self.task_id, self.episode_index)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EpisodeRecord:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def append_jsonl(path: Path, record: EpisodeRecord) -> None:
+    """Append one record and push it to disk, so a killed run loses only the episodes in flight."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record.to_dict()) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_jsonl(path: Path) -> list[EpisodeRecord]:
+    """Records of a jsonl file; a torn last line (the process died mid-write) is ignored."""
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(EpisodeRecord.from_dict(json.loads(line)))
+        except (json.JSONDecodeError, TypeError):
+            continue
+    return records
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def sort_records(records: Iterable[EpisodeRecord], task_order: list[tuple[str, int]]) -> list[EpisodeRecord]:
+    rank = {key: i for i, key in enumerate(task_order)}
+    return sorted(
+        records,
+        key=lambda r: (rank.get((r.task_group, r.task_id), len(rank)), r.task_group, r.task_id, r.episode_index),
+    )

@@ -1,0 +1,108 @@
+"""Aggregation (the only one: single runs, merged shards and resumed runs all come through here),
+LeRobot's `eval_info.json` layout, and the console table."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from lerobot_hydra.records import EpisodeRecord
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """95% Wilson score interval of a success rate, as fractions."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def _summary(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+    n = len(records)
+    wins = sum(r.success for r in records)
+    low, high = wilson_interval(wins, n)
+    return {
+        "avg_sum_reward": sum(r.sum_reward for r in records) / n if n else float("nan"),
+        "avg_max_reward": sum(r.max_reward for r in records) / n if n else float("nan"),
+        "pc_success": 100.0 * wins / n if n else float("nan"),
+        "n_episodes": n,
+        "ci95_pc_success": [100.0 * low, 100.0 * high],
+        "video_paths": [r.video_path for r in records if r.video_path],
+    }
+
+
+def aggregate(records: Sequence[EpisodeRecord], eval_s: float) -> dict[str, Any]:
+    """LeRobot's eval_info layout (per_task / per_group / overall) plus every episode record.
+
+    `records` must already be in task order (see `records.sort_records`); groups keep first-seen order.
+    """
+    per_task: dict[tuple[str, int], list[EpisodeRecord]] = {}
+    per_group: dict[str, list[EpisodeRecord]] = {}
+    for r in records:
+        per_task.setdefault((r.task_group, r.task_id), []).append(r)
+        per_group.setdefault(r.task_group, []).append(r)
+    tasks_out = []
+    for (group, task_id), rs in per_task.items():
+        summary = _summary(rs)
+        tasks_out.append(
+            {
+                "task_group": group,
+                "task_id": task_id,
+                "task_name": rs[0].task_name,
+                "task": rs[0].task,
+                "metrics": {
+                    "sum_rewards": [r.sum_reward for r in rs],
+                    "max_rewards": [r.max_reward for r in rs],
+                    "successes": [r.success for r in rs],
+                    "seeds": [r.seed for r in rs],
+                    "video_paths": summary["video_paths"],
+                    "pc_success": summary["pc_success"],
+                    "ci95_pc_success": summary["ci95_pc_success"],
+                },
+            }
+        )
+    overall = _summary(records)
+    overall["eval_s"] = eval_s
+    overall["eval_ep_s"] = eval_s / len(records) if records else float("nan")
+    return {
+        "per_task": tasks_out,
+        "per_group": {group: _summary(rs) for group, rs in per_group.items()},
+        "overall": overall,
+        "episodes": [r.to_dict() for r in records],
+    }
+
+
+def format_table(info: dict[str, Any], title: str = "") -> str:
+    """Task, episodes, success and its interval; one block per group and an overall line."""
+    rows: list[tuple[str, str, str, str]] = []
+    multi_group = len(info["per_group"]) > 1
+    for group, summary in info["per_group"].items():
+        tasks = [t for t in info["per_task"] if t["task_group"] == group]
+        for task in tasks:
+            m = task["metrics"]
+            name = f"{group}/{task['task_id']} {task['task_name']}" if task["task_name"] != group else group
+            rows.append((f"  {name}", str(len(m["successes"])), *_pc(m)))
+        if multi_group and len(tasks) > 1:
+            rows.append((f"{group} (all {len(tasks)} tasks)", str(summary["n_episodes"]), *_pc(summary)))
+    rows.append(("overall", str(info["overall"]["n_episodes"]), *_pc(info["overall"])))
+    header = ("task", "episodes", "success", "95% CI")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+    lines = [title] if title else []
+    fmt = f"{{:<{widths[0]}}}  {{:>{widths[1]}}}  {{:>{widths[2]}}}  {{:>{widths[3]}}}"
+    lines.append(fmt.format(*header))
+    rule = "-" * (sum(widths) + 6)
+    lines.append(rule)
+    for row in rows:
+        if row[0] == "overall":
+            lines.append(rule)
+        lines.append(fmt.format(*row))
+    return "\n".join(lines)
+
+
+def _pc(summary: dict[str, Any]) -> tuple[str, str]:
+    low, high = summary["ci95_pc_success"]
+    return f"{summary['pc_success']:.1f}%", f"[{low:.1f}, {high:.1f}]"

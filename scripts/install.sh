@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs lerobot_hydra on a Debian/Ubuntu machine: system libraries, then the Python package.
+#   bash scripts/install.sh                 # core: MetaWorld + the scripted experts (python eval.py)
+#   bash scripts/install.sh all,test        # every extra + test tools (LIBERO, LeRobot, W&B, SLURM, PushT)
+# System packages need root (or sudo); without apt-get they are skipped with a note.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras="${1:-}"
+apt_packages=(libosmesa6 libgl1 libegl1 libglib2.0-0)
+if [[ ",$extras," == *",all,"* || ",$extras," == *",slurm,"* ]]; then
+  apt_packages+=(slurmctld slurmd slurm-client munge)
+fi
+
+if command -v apt-get >/dev/null; then
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" >/dev/null
+else
+  echo "apt-get not found: install OSMesa/EGL (and SLURM + munge for the slurm extra) with your package manager" >&2
+fi
+
+python -m pip install -q -e ".${extras:+[$extras]}"

@@ -1,0 +1,95 @@
+"""The real config tree composes, and every bad input ends in one line and a non-zero exit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from lerobot_hydra.config import validate
+from lerobot_hydra.errors import UserError
+from tests.conftest import CONF, run_eval
+
+GROUPS = ["env", "policy", "eval", "logger"]
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_every_option_of_every_group_composes(compose, group: str) -> None:
+    assert options(group), f"conf/{group} is empty"
+    for option in options(group):
+        cfg = compose(f"{group}={option}")
+        OmegaConf.to_container(cfg, resolve=True)
+        if group in ("env", "policy"):
+            assert "_target_" in cfg[group]
+
+
+def test_every_env_and_policy_validates(compose) -> None:
+    for env in options("env"):
+        cfg = compose(f"env={env}", "policy=random")
+        validate(cfg)
+    for policy in options("policy"):
+        validate(compose(f"policy={policy}"))
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("eval.n_episodes=0", "eval.n_episodes must be at least 1"),
+        ("eval.batch_size=-2", "eval.batch_size must be at least 1"),
+        ("eval.shard_id=4 eval.num_shards=4", "out of range"),
+        ("eval.shard_id=1", "needs eval.num_shards"),
+        ("device=tpu", "device must be"),
+    ],
+)
+def test_validation_rejects_bad_values(compose, override: str, message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        validate(compose(*override.split()))
+
+
+def test_unknown_keys_under_env_and_eval_are_rejected(compose) -> None:
+    with pytest.raises(UserError, match=r"unknown key 'env.camera'.*did you mean 'camera_name'"):
+        validate(compose("+env.camera=top"))
+    with pytest.raises(UserError, match="unknown key 'eval.foo'"):
+        validate(compose("+eval.foo=1"))
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["env=nope"], "unknown env 'nope'; available: gym, metaworld, pusht"),
+        (["policy=smolvlaa"], "unknown policy 'smolvlaa'"),
+        (["eval.n_episodes=abc"], "bad value for 'eval.n_episodes'"),
+        (["eval.foo=1"], "unknown key 'eval.foo'"),
+        (["+eval.foo=1"], "unknown key 'eval.foo'"),
+        (["eval.batch_size=0"], "eval.batch_size must be at least 1"),
+        (["env.task=reach-v4"], "unknown MetaWorld task 'reach-v4' (did you mean 'reach-v3'?)"),
+        (["env.obs_type=rgb"], "env.obs_type must be one of"),
+        (["env.task=reach-v3,push-v3"], "add -m to sweep, or pass one list value: env.task=[reach-v3,push-v3]"),
+        (["-m", "eval.shard_id=0,2"], "missing 1"),
+        (["-m", "eval.shard_id=0,1,1"], "more than once"),
+        (["-m", "eval.shard_id=0,1,4", "eval.num_shards=4"], "eval.shard_id 4 is out of range"),
+        (["env=gym", "env.gym_id=Nope-v0", "policy=random"], "Gymnasium id 'Nope-v0' is not registered"),
+    ],
+)
+def test_bad_command_lines_give_one_clear_line(tmp_path: Path, args: list[str], expected: str) -> None:
+    multirun = args[0] == "-m"
+    proc = run_eval(*args[multirun:], out_dir=tmp_path / "out", multirun=multirun, check=False, timeout=120)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ") and expected in lines[0], lines[0]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "out" / "episodes.jsonl").exists()
+
+
+def test_cfg_job_prints_the_composed_config() -> None:
+    proc = run_eval("--cfg", "job", timeout=60)
+    cfg = OmegaConf.create(proc.stdout)
+    assert cfg.env._target_.endswith("MetaWorldEnvConfig")
+    assert cfg.policy._target_.endswith("MetaWorldExpertConfig")
+    assert cfg.seed == 1000 and cfg.device == "auto"
