@@ -14,7 +14,7 @@ from lerobot_hydra.errors import UserError
 from lerobot_hydra.gl import configure_mujoco_gl, resolve_device
 from lerobot_hydra.policies.base import PolicyConfig
 from lerobot_hydra.progress import Progress
-from lerobot_hydra.records import write_json_atomic
+from lerobot_hydra.reporting import publish
 from lerobot_hydra.results import aggregate, format_table
 from lerobot_hydra.runner import TaskWork, evaluate
 from lerobot_hydra.sharding import plan_units, shard_units
@@ -22,7 +22,6 @@ from lerobot_hydra.store import RunStore
 
 log = logging.getLogger("lerobot_hydra")
 
-EVAL_INFO_FILE = "eval_info.json"
 # Settings that never change an episode's outcome; left out of the fingerprint so that a shard can be
 # resumed with another batch size or on another machine.
 OUTCOME_NEUTRAL_POLICY_KEYS = {"device"}
@@ -100,11 +99,13 @@ def evaluate_config(cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label:
         store.write()
     info = aggregate(store.sorted_records(), store.eval_s)
     if num_shards == 1:
-        write_json_atomic(out_dir / EVAL_INFO_FILE, info)
-        title = f"Evaluation results ({out_dir / EVAL_INFO_FILE})"
+        publish(info, out_dir, "Evaluation results")
     else:
-        title = f"Shard {eval_cfg.shard_id} of {num_shards} ({store.path}); merge the sweep for the full table"
-    table = format_table(info, title)
-    print(table, flush=True)
-    log.debug("\n%s", table)
+        print(
+            format_table(
+                info,
+                f"Shard {eval_cfg.shard_id} of {num_shards} ({store.path}); the sweep's merge has the full results",
+            ),
+            flush=True,
+        )
     return info

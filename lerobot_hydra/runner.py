@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
-from lerobot_hydra.envs.vector import EPISODES_KEY, TaskVectorEnv, close_task_vector_envs
+from lerobot_hydra.envs.vector import EPISODES_KEY, INIT_STATE_KEY, TaskVectorEnv, close_task_vector_envs
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.processors.observation import RAW_KEY
 from lerobot_hydra.processors.pipeline import Pipeline
@@ -64,7 +64,8 @@ def run_batch(
     vec: TaskVectorEnv, task: TaskSpec, slots: list[tuple[int, int] | None], ctx: RolloutContext
 ) -> list[EpisodeRecord]:
     n = len(slots)
-    obs, _ = vec.reset(options={EPISODES_KEY: slots})
+    obs, reset_info = vec.reset(options={EPISODES_KEY: slots})
+    init_states = np.asarray(reset_info.get(INIT_STATE_KEY, np.full(n, -1)))
     ctx.policy.reset(task, [s[1] if s else None for s in slots])
     done = np.array([s is None for s in slots])
     sum_reward = np.zeros(n)
@@ -99,6 +100,7 @@ def run_batch(
                     max_reward=float(max_reward[i]),
                     steps=int(steps[i]),
                     wall_s=round(time.perf_counter() - started, 4),
+                    init_state_id=None if init_states[i] < 0 else int(init_states[i]),
                 )
             )
         done |= finished

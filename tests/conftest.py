@@ -22,8 +22,14 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def run_eval(*overrides: str, out_dir: Path | None = None, multirun: bool = False, timeout: float = 600,
-             env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+def run_eval(
+    *overrides: str,
+    out_dir: Path | None = None,
+    multirun: bool = False,
+    timeout: float = 600,
+    env: dict[str, str] | None = None,
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
     """`python eval.py <overrides>` in a subprocess, with its output dir pinned to `out_dir`."""
     args = [sys.executable, str(ROOT / "eval.py")]
     if multirun:
@@ -31,8 +37,9 @@ def run_eval(*overrides: str, out_dir: Path | None = None, multirun: bool = Fals
     if out_dir is not None:
         args.append(f"hydra.{'sweep' if multirun else 'run'}.dir={out_dir}")
     args.extend(overrides)
-    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        args, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"eval.py {' '.join(overrides)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -48,9 +55,17 @@ def read_episodes(run_dir: Path) -> list[dict[str, Any]]:
 
 def outcome(record: dict[str, Any]) -> tuple:
     """What must not depend on batching, sharding or timing."""
-    return (record["task_group"], record["task_id"], record["episode_index"], record["seed"], record["success"],
-            round(record["sum_reward"], 6), round(record["max_reward"], 6), record["steps"],
-            record.get("init_state_id"))
+    return (
+        record["task_group"],
+        record["task_id"],
+        record["episode_index"],
+        record["seed"],
+        record["success"],
+        round(record["sum_reward"], 6),
+        round(record["max_reward"], 6),
+        record["steps"],
+        record.get("init_state_id"),
+    )
 
 
 @pytest.fixture

@@ -62,8 +62,15 @@ def test_expert_succeeds_across_difficulty_groups_like_metaworld_itself(expert_r
 
 
 def test_random_policy_is_far_below_the_expert(expert_run: Path, tmp_path: Path) -> None:
-    run_eval(f"env.task=[{','.join(TASKS)}]", "policy=random", "env.obs_type=state", "eval.n_episodes=3",
-             "env.episode_length=60", "eval.batch_size=3", out_dir=tmp_path)
+    run_eval(
+        f"env.task=[{','.join(TASKS)}]",
+        "policy=random",
+        "env.obs_type=state",
+        "eval.n_episodes=3",
+        "env.episode_length=60",
+        "eval.batch_size=3",
+        out_dir=tmp_path,
+    )
     random_pc = read_json(tmp_path / "eval_info.json")["overall"]["pc_success"]
     expert_pc = read_json(expert_run / "eval_info.json")["overall"]["pc_success"]
     assert random_pc <= expert_pc - 50.0
@@ -73,8 +80,16 @@ def test_results_do_not_depend_on_batch_size(tmp_path: Path) -> None:
     runs = {}
     for batch, use_async in ((1, "false"), (2, "true"), (5, "true")):
         out = tmp_path / f"b{batch}"
-        run_eval("env.task=[reach-v3,push-v3]", "policy=random", "env.obs_type=state", "eval.n_episodes=5",
-                 "env.episode_length=40", f"eval.batch_size={batch}", f"eval.use_async_envs={use_async}", out_dir=out)
+        run_eval(
+            "env.task=[reach-v3,push-v3]",
+            "policy=random",
+            "env.obs_type=state",
+            "eval.n_episodes=5",
+            "env.episode_length=40",
+            f"eval.batch_size={batch}",
+            f"eval.use_async_envs={use_async}",
+            out_dir=out,
+        )
         runs[batch] = sorted(outcome(r) for r in read_episodes(out))
     assert len(runs[1]) == 10
     assert runs[1] == runs[2] == runs[5]
@@ -90,11 +105,28 @@ def test_eval_info_has_lerobot_layout_and_episode_records(expert_run: Path) -> N
         assert len(task["metrics"]["successes"]) == EPISODES
     for group in info["per_group"].values():
         assert set(group) >= {"avg_sum_reward", "avg_max_reward", "pc_success", "n_episodes"}
-    assert set(info["overall"]) >= {"avg_sum_reward", "avg_max_reward", "pc_success", "n_episodes", "eval_s", "eval_ep_s"}
+    assert set(info["overall"]) >= {
+        "avg_sum_reward",
+        "avg_max_reward",
+        "pc_success",
+        "n_episodes",
+        "eval_s",
+        "eval_ep_s",
+    }
     episodes = read_episodes(expert_run)
     assert len(episodes) == len(TASKS) * EPISODES == info["overall"]["n_episodes"]
-    assert set(episodes[0]) >= {"task_group", "task_id", "task", "episode_index", "seed", "success", "sum_reward",
-                                "max_reward", "steps", "wall_s"}
+    assert set(episodes[0]) >= {
+        "task_group",
+        "task_id",
+        "task",
+        "episode_index",
+        "seed",
+        "success",
+        "sum_reward",
+        "max_reward",
+        "steps",
+        "wall_s",
+    }
 
 
 def test_episode_ends_at_first_success_and_counts_that_step(tmp_path: Path) -> None:
@@ -106,14 +138,16 @@ def test_episode_ends_at_first_success_and_counts_that_step(tmp_path: Path) -> N
 def test_observation_keys_follow_lerobot_convention() -> None:
     from lerobot_hydra.processors.observation import RAW_KEY, MapObservationKeys, ToTorch
 
-    cfg = MetaWorldEnvConfig(task="reach-v3", obs_type="pixels_agent_pos", observation_height=64,
-                             observation_width=64)
+    cfg = MetaWorldEnvConfig(task="reach-v3", obs_type="pixels_agent_pos", observation_height=64, observation_width=64)
     env = cfg.make_env(cfg.tasks()[0], render=False)
     obs, _ = env.reset(seed=0)
     env.close()
     batch = {RAW_KEY: {k: v[None] for k, v in obs.items()}, "task": ["Reach a goal position"]}
-    features = {"agent_pos": "observation.state", "environment_state": "observation.environment_state",
-                "pixels": "observation.image"}
+    features = {
+        "agent_pos": "observation.state",
+        "environment_state": "observation.environment_state",
+        "pixels": "observation.image",
+    }
     out = ToTorch()(MapObservationKeys(features)(batch))
     assert tuple(out["observation.state"].shape) == (1, 4)
     assert tuple(out["observation.environment_state"].shape) == (1, 39)

@@ -25,8 +25,12 @@ def test_wilson_interval_matches_textbook_values(wins: int, n: int, low: float, 
 def test_aggregates_come_from_episodes_not_from_averages() -> None:
     # Group "a" has a 1-episode task and a 3-episode task: the mean of task means (75%) differs from the
     # episode mean (50%); only the latter is right.
-    recs = [record("a", 0, 0, True, 1.0), record("a", 1, 0, True, 2.0), record("a", 1, 1, False, 0.0),
-            record("a", 1, 2, False, 0.0)]
+    recs = [
+        record("a", 0, 0, True, 1.0),
+        record("a", 1, 0, True, 2.0),
+        record("a", 1, 1, False, 0.0),
+        record("a", 1, 2, False, 0.0),
+    ]
     info = aggregate(recs, eval_s=8.0)
     assert info["per_group"]["a"]["pc_success"] == 50.0
     assert info["overall"]["n_episodes"] == 4

@@ -61,7 +61,8 @@ class EnvConfig:
         """Create the simulator for `task`.
 
         The env's `reset(seed=..., options={"episode_index": k})` must place episode `k` of the task
-        deterministically from the seed, and `step()` must report success as `info["is_success"]`.
+        deterministically from the seed (and k), may report `info["init_state_id"]`, and `step()` must
+        report success as `info["is_success"]`. It also provides `render()` (an RGB frame) and `close()`.
         """
         raise NotImplementedError
 

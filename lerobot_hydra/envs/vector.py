@@ -24,6 +24,8 @@ from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 
 # Per-slot options passed through `VectorEnv.reset(options=...)`: entry i is `(episode_index, seed)` or None.
 EPISODES_KEY = "episodes"
+# Reset info key of the benchmark's initial-state id for the episode (-1: the benchmark has none).
+INIT_STATE_KEY = "init_state_id"
 
 
 def zeros_like_space(space: gym.Space) -> Any:
@@ -63,16 +65,17 @@ class SlotEnv(gym.Env):
         self._steps = 0
         if episode is None:
             self._active, self._done, self._last_obs = False, True, self._idle_obs
-            return self._idle_obs, {"is_success": False, "done": True}
+            return self._idle_obs, {"is_success": False, "done": True, INIT_STATE_KEY: -1}
         if self._task is None or self._config is None:
             raise RuntimeError("SlotEnv.reset() called before bind()")
         episode_index, episode_seed = episode
         super().reset(seed=episode_seed)
         if self._env is None:
             self._env = self._config.make_env(self._task, render=self._render)
-        obs, _ = self._env.reset(seed=episode_seed, options={"episode_index": episode_index})
+        obs, info = self._env.reset(seed=episode_seed, options={"episode_index": episode_index})
         self._active, self._done, self._last_obs = True, False, obs
-        return obs, {"is_success": False, "done": False}
+        init_state = info.get(INIT_STATE_KEY)
+        return obs, {"is_success": False, "done": False, INIT_STATE_KEY: -1 if init_state is None else int(init_state)}
 
     def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict]:
         # Termination is reported through info["done"], never through terminated/truncated, so the
