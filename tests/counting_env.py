@@ -1,0 +1,69 @@
+"""A tiny deterministic benchmark for testing the vector-env machinery itself: no simulator, but it logs
+every creation (with the creating process) and every simulated step to files, so tests can count them."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec
+
+
+@dataclass
+class CountingEnvConfig(EnvConfig):
+    log_dir: str = ""
+    n_tasks: int = 3
+    episode_length: int | None = 20
+
+    def tasks(self) -> list[TaskSpec]:
+        return [
+            TaskSpec("count", i, f"count-{i}", f"count task {i}", self.episode_length or 20)
+            for i in range(self.n_tasks)
+        ]
+
+    def spaces(self, task: TaskSpec) -> tuple[Any, Any]:
+        from gymnasium import spaces
+
+        return spaces.Dict({"agent_pos": spaces.Box(-1e6, 1e6, (2,), np.float64)}), spaces.Box(-1, 1, (1,), np.float32)
+
+    def make_env(self, task: TaskSpec, render: bool) -> Any:
+        return CountingEnv(Path(self.log_dir), task)
+
+
+class CountingEnv:
+    """Episode k succeeds and terminates after k + 2 steps (so episodes end at different steps)."""
+
+    def __init__(self, log_dir: Path, task: TaskSpec) -> None:
+        self.log_dir, self.task = log_dir, task
+        self.steps = self.episode_steps = self.length = 0
+        self._log("created")
+
+    def _log(self, event: str, **extra: Any) -> None:
+        with open(self.log_dir / "events.jsonl", "a") as f:
+            f.write(json.dumps({"event": event, "pid": os.getpid(), "task": self.task.task_id, **extra}) + "\n")
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        k = (options or {}).get("episode_index", 0)
+        self.length, self.episode_steps = k + 2, 0
+        return {"agent_pos": np.array([k, 0.0])}, {"init_state_id": k % 3}
+
+    def step(self, action: np.ndarray) -> tuple[dict, float, bool, bool, dict]:
+        self.steps += 1
+        self.episode_steps += 1
+        done = self.episode_steps >= self.length
+        return {"agent_pos": np.array([self.length, self.episode_steps], float)}, 1.0, done, False, {"is_success": done}
+
+    def render(self) -> np.ndarray:
+        return np.zeros((8, 8, 3), np.uint8)
+
+    def close(self) -> None:
+        self._log("closed", steps=self.steps)
+
+
+def events(log_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (log_dir / "events.jsonl").read_text().splitlines()]

@@ -1,0 +1,80 @@
+"""The vector-env machinery: lazy simulators in workers, workers reused across tasks, no surplus or
+post-episode simulation, and episode outcomes independent of batching and lanes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from lerobot_hydra.policies.random import RandomPolicy
+from lerobot_hydra.processors.observation import MapObservationKeys, ToNumpyAction, ToTorch
+from lerobot_hydra.processors.pipeline import Pipeline
+from lerobot_hydra.progress import Progress
+from lerobot_hydra.records import EpisodeRecord
+from lerobot_hydra.runner import TaskWork, evaluate
+from tests.counting_env import CountingEnvConfig, events
+
+
+def run(cfg: CountingEnvConfig, n_episodes: int, batch: int, use_async: bool, lanes: int = 1) -> list[EpisodeRecord]:
+    records: list[EpisodeRecord] = []
+    _, action_space = cfg.spaces(cfg.tasks()[0])
+    work = [TaskWork(t, list(range(n_episodes))) for t in cfg.tasks()]
+    evaluate(
+        cfg,
+        work,
+        RandomPolicy(action_space),
+        Pipeline([MapObservationKeys({}), ToTorch()]),
+        Pipeline([ToNumpyAction()]),
+        base_seed=10,
+        batch_size=batch,
+        use_async=use_async,
+        max_parallel_tasks=lanes,
+        on_record=records.append,
+        progress=Progress(60.0),
+    )
+    return sorted(records, key=lambda r: r.unit)
+
+
+@pytest.mark.parametrize("use_async", [True, False])
+def test_workers_are_reused_across_tasks_and_simulators_live_only_in_them(tmp_path: Path, use_async: bool) -> None:
+    cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=3)
+    records = run(cfg, n_episodes=3, batch=2, use_async=use_async)
+    log = events(tmp_path)
+    created = [e for e in log if e["event"] == "created"]
+    pids = {e["pid"] for e in created}
+    if use_async:
+        assert os.getpid() not in pids  # no simulator is ever created in the parent
+        assert len(pids) == 2  # one set of workers (the batch size) serves all three tasks
+    else:
+        assert pids == {os.getpid()}
+    # Each task's simulator is created once per slot, and the previous task's is closed first.
+    assert sorted(e["task"] for e in created) == [0, 0, 1, 1, 2, 2]
+    assert len([e for e in log if e["event"] == "closed"]) == 6
+    assert len(records) == 9
+
+
+def test_no_surplus_episodes_and_no_steps_after_an_episode_ends(tmp_path: Path) -> None:
+    cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=2)
+    records = run(cfg, n_episodes=3, batch=2, use_async=True)
+    simulated = sum(e["steps"] for e in events(tmp_path) if e["event"] == "closed")
+    # Episode k runs exactly k + 2 steps; the idle slot of the last batch never steps.
+    assert simulated == 2 * sum(k + 2 for k in range(3))
+    assert [r.steps for r in records if r.task_id == 0] == [2, 3, 4]
+    assert all(r.success and r.sum_reward == r.steps for r in records)
+    assert [r.init_state_id for r in records if r.task_id == 0] == [0, 1, 2]
+    assert [r.seed for r in records if r.task_id == 1] == [10, 11, 12]
+
+
+def test_outcomes_do_not_depend_on_batch_size_or_parallel_tasks(tmp_path: Path) -> None:
+    def outcomes(records: list[EpisodeRecord]) -> list[tuple]:
+        return [(r.unit, r.seed, r.steps, r.success, r.sum_reward, r.init_state_id) for r in records]
+
+    results = []
+    for i, (batch, use_async, lanes) in enumerate([(1, False, 1), (3, True, 1), (2, True, 3), (5, False, 2)]):
+        (tmp_path / str(i)).mkdir()
+        cfg = CountingEnvConfig(log_dir=str(tmp_path / str(i)), n_tasks=3)
+        results.append(outcomes(run(cfg, n_episodes=5, batch=batch, use_async=use_async, lanes=lanes)))
+    assert all(r == results[0] for r in results)
+    assert len(results[0]) == 15
