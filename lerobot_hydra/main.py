@@ -17,10 +17,18 @@ from lerobot_hydra.errors import UserError
 
 log = logging.getLogger("lerobot_hydra")
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CONFIG_PATH = str(PROJECT_ROOT / "conf")
-# conf/config.yaml puts ${lerobot_hydra_root:}/multirun_launchers on Hydra's search path.
-OmegaConf.register_new_resolver("lerobot_hydra_root", lambda: str(PROJECT_ROOT), replace=True)
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _data_dir(name: str) -> Path:
+    """`conf/` or `multirun_launchers/`: at the top of a checkout, inside the package once installed from a wheel."""
+    in_checkout = PACKAGE_DIR.parent / name
+    return in_checkout if in_checkout.is_dir() else PACKAGE_DIR / name
+
+
+CONFIG_PATH = str(_data_dir("conf"))
+# conf/config.yaml puts ${lerobot_hydra_launchers:} on Hydra's search path.
+OmegaConf.register_new_resolver("lerobot_hydra_launchers", lambda: str(_data_dir("multirun_launchers")), replace=True)
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
