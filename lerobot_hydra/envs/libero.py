@@ -1,0 +1,227 @@
+"""LIBERO (hf-libero on robosuite 1.4): the five suites, one task per (suite, task id), stored init states.
+
+Episode `k` of a task starts from the suite's stored init state `k mod 50` (the number stored per task),
+whatever the batch, shard or timing, and is seeded with its episode seed. After the init state is placed,
+the scene settles for `SETTLE_STEPS` no-op steps (arm still, gripper open) that are not episode steps.
+Raw observations are the cameras as rendered (upside down) and the robot state; the `LiberoObservation`
+processor turns them into what LeRobot's LIBERO policies read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec, split_names
+from lerobot_hydra.errors import UserError, did_you_mean
+
+# Step limits per suite: a little above the longest demonstration of each suite.
+SUITE_MAX_STEPS = {
+    "libero_spatial": 280,
+    "libero_object": 280,
+    "libero_goal": 300,
+    "libero_10": 520,
+    "libero_90": 400,
+}
+OBS_TYPES = ("pixels", "pixels_agent_pos")
+CONTROL_MODES = ("relative", "absolute")
+# No-op steps after placing the init state, so objects that start slightly off their rest pose settle.
+SETTLE_STEPS = 10
+# Zero end-effector motion in relative control, gripper open (-1).
+NOOP_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
+ACTION_DIM = 7
+# LIBERO's robosuite environments run their controllers at 20 Hz.
+CONTROL_FREQ = 20
+AGENTVIEW = "agentview"
+
+
+def expand_suites(task: Any) -> list[str]:
+    suites = split_names(task)
+    if not suites:
+        raise UserError(f"env.task is empty; give a LIBERO suite or a list of them: {', '.join(SUITE_MAX_STEPS)}")
+    for suite in suites:
+        if suite not in SUITE_MAX_STEPS:
+            raise UserError(
+                f"unknown LIBERO suite '{suite}'{did_you_mean(suite, list(SUITE_MAX_STEPS))}; "
+                f"valid suites: {', '.join(SUITE_MAX_STEPS)}"
+            )
+    return list(dict.fromkeys(suites))
+
+
+@dataclass
+class LiberoEnvConfig(EnvConfig):
+    # A suite or a list of suites (see SUITE_MAX_STEPS).
+    task: Any = field(default_factory=lambda: ["libero_spatial", "libero_object", "libero_goal", "libero_10"])
+    # LIBERO task indices evaluated in every suite; None: all of them.
+    task_ids: list[int] | None = None
+    # robosuite camera names; each needs a `features_map` entry (its LeRobot key).
+    camera_names: Any = field(default_factory=lambda: [AGENTVIEW, "robot0_eye_in_hand"])
+    observation_height: int = 256
+    observation_width: int = 256
+    obs_type: str = "pixels_agent_pos"
+    # relative: actions are end-effector deltas (LIBERO's demonstrations); absolute: target poses.
+    control_mode: str = "relative"
+    fps: int = CONTROL_FREQ
+    features_map: dict[str, str] = field(
+        default_factory=lambda: {
+            AGENTVIEW: "observation.images.image",
+            "robot0_eye_in_hand": "observation.images.image2",
+            "state": "observation.state",
+        }
+    )
+
+    def __post_init__(self) -> None:
+        self.suites = expand_suites(self.task)
+        if self.obs_type not in OBS_TYPES:
+            raise UserError(f"env.obs_type must be one of {', '.join(OBS_TYPES)} for LIBERO, got '{self.obs_type}'")
+        if self.control_mode not in CONTROL_MODES:
+            raise UserError(f"env.control_mode must be one of {', '.join(CONTROL_MODES)}, got '{self.control_mode}'")
+        if self.episode_length is not None and self.episode_length < 1:
+            raise UserError(f"env.episode_length must be at least 1 (or null), got {self.episode_length}")
+        if min(self.observation_height, self.observation_width) < 1:
+            raise UserError("env.observation_height and env.observation_width must be at least 1")
+        self.cameras = split_names(self.camera_names)
+        if not self.cameras:
+            raise UserError("env.camera_names is empty; give at least one camera, e.g. [agentview]")
+        for camera in self.cameras:
+            if camera not in self.features_map:
+                raise UserError(
+                    f"camera '{camera}' has no LeRobot key; add +env.features_map.{camera}=observation.images.<name>"
+                )
+
+    def tasks(self) -> list[TaskSpec]:
+        from lerobot_hydra.envs.libero_setup import prepare_libero
+
+        prepare_libero()
+        out: list[TaskSpec] = []
+        for suite_name in self.suites:
+            suite = load_suite(suite_name)
+            total = suite.get_num_tasks()
+            ids = list(range(total)) if self.task_ids is None else sorted(set(self.task_ids))
+            bad = [i for i in ids if not 0 <= i < total]
+            if bad:
+                raise UserError(f"env.task_ids {bad} out of range for {suite_name}, which has task ids 0..{total - 1}")
+            for i in ids:
+                task = suite.get_task(i)
+                max_steps = self.episode_length or SUITE_MAX_STEPS[suite_name]
+                out.append(TaskSpec(suite_name, i, task.name, task.language, max_steps))
+        return out
+
+    def spaces(self, task: TaskSpec) -> tuple[Any, Any]:
+        from gymnasium import spaces
+
+        image = spaces.Box(0, 255, (self.observation_height, self.observation_width, 3), np.uint8)
+        parts: dict[str, spaces.Space] = {camera: image for camera in self.cameras}
+        if self.obs_type == "pixels_agent_pos":
+            parts["robot_state"] = spaces.Dict(
+                {
+                    "eef_pos": spaces.Box(-np.inf, np.inf, (3,), np.float64),
+                    "eef_quat": spaces.Box(-np.inf, np.inf, (4,), np.float64),
+                    "gripper_qpos": spaces.Box(-np.inf, np.inf, (2,), np.float64),
+                }
+            )
+        return spaces.Dict(parts), spaces.Box(-1.0, 1.0, (ACTION_DIM,), np.float32)
+
+    def make_env(self, task: TaskSpec, render: bool) -> LiberoTaskEnv:
+        return LiberoTaskEnv(self, task)
+
+    def worker_preload(self) -> list[str]:
+        from lerobot_hydra.envs.libero_setup import prepare_libero
+
+        # The forkserver imports the preloaded modules with the environment it starts with: set up LIBERO first.
+        prepare_libero()
+        return ["lerobot_hydra.envs.libero_setup", "libero.libero.envs"]
+
+
+def load_suite(name: str) -> Any:
+    from libero.libero import benchmark
+
+    # LIBERO prints its task order on every suite instantiation.
+    with contextlib.redirect_stdout(io.StringIO()):
+        return benchmark.get_benchmark_dict()[name]()
+
+
+class LiberoTaskEnv:
+    """One LIBERO task in one process: reset places an init state and settles, step reports check_success().
+
+    It never resets itself: a successful step ends the episode (terminated) and the caller decides what next.
+    """
+
+    def __init__(self, config: LiberoEnvConfig, task: TaskSpec) -> None:
+        from lerobot_hydra.envs.libero_setup import prepare_libero
+
+        prepare_libero()
+        import torch
+        from libero.libero import get_libero_path
+        from libero.libero.envs import OffScreenRenderEnv
+
+        self.config = config
+        self.task = task
+        self.observation_space, self.action_space = config.spaces(task)
+        self.metadata = {"render_modes": ["rgb_array"], "render_fps": config.fps}
+        libero_task = load_suite(task.group).get_task(task.task_id)
+        bddl = Path(get_libero_path("bddl_files")) / libero_task.problem_folder / libero_task.bddl_file
+        init_states = Path(get_libero_path("init_states")) / libero_task.problem_folder / libero_task.init_states_file
+        # LIBERO stores each task's init states as a pickled numpy array (one flattened MuJoCo state per row).
+        self._init_states = np.asarray(torch.load(init_states, weights_only=False))
+        with contextlib.redirect_stdout(io.StringIO()):
+            self._env = OffScreenRenderEnv(
+                bddl_file_name=str(bddl),
+                camera_names=list(config.cameras),
+                camera_heights=config.observation_height,
+                camera_widths=config.observation_width,
+                # robosuite refuses to step past its horizon; settling steps count towards it.
+                horizon=SETTLE_STEPS + task.max_steps,
+            )
+        self._last_raw: dict[str, Any] = {}
+
+    @property
+    def n_init_states(self) -> int:
+        return len(self._init_states)
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict[str, Any], dict]:
+        episode_index = int((options or {}).get("episode_index", 0))
+        if seed is not None:
+            self._env.seed(seed)
+        self._env.reset()
+        init_state_id = episode_index % self.n_init_states
+        raw = self._env.set_init_state(self._init_states[init_state_id])
+        # robosuite rebuilds the controllers at every reset, in relative mode: settle there, then switch.
+        for _ in range(SETTLE_STEPS):
+            raw, _, _, _ = self._env.step(np.asarray(NOOP_ACTION))
+        for robot in self._env.robots:
+            robot.controller.use_delta = self.config.control_mode == "relative"
+        return self._observation(raw), {"is_success": False, "init_state_id": init_state_id}
+
+    def step(self, action: np.ndarray) -> tuple[dict[str, Any], float, bool, bool, dict]:
+        raw, reward, _, _ = self._env.step(np.asarray(action, dtype=np.float64))
+        success = bool(self._env.check_success())
+        return self._observation(raw), float(reward), success, False, {"is_success": success}
+
+    def _observation(self, raw: dict[str, Any]) -> dict[str, Any]:
+        self._last_raw = raw
+        obs: dict[str, Any] = {camera: raw[f"{camera}_image"] for camera in self.config.cameras}
+        if self.config.obs_type == "pixels_agent_pos":
+            obs["robot_state"] = {
+                "eef_pos": raw["robot0_eef_pos"],
+                "eef_quat": raw["robot0_eef_quat"],
+                "gripper_qpos": raw["robot0_gripper_qpos"],
+            }
+        return obs
+
+    def render(self) -> np.ndarray:
+        """The agentview camera upright (LIBERO renders it rotated by 180 degrees)."""
+        frame = self._last_raw.get(f"{AGENTVIEW}_image")
+        if frame is None:
+            frame = self._env.sim.render(
+                camera_name=AGENTVIEW, width=self.config.observation_width, height=self.config.observation_height
+            )
+        return np.ascontiguousarray(frame[::-1, ::-1])
+
+    def close(self) -> None:
+        self._env.close()
