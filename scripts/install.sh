@@ -11,6 +11,10 @@ apt_packages=(libosmesa6 libgl1 libegl1 libglib2.0-0)
 if [[ ",$extras," == *",all,"* || ",$extras," == *",slurm,"* ]]; then
   apt_packages+=(slurmctld slurmd slurm-client munge)
 fi
+if [[ ",$extras," == *",all,"* || ",$extras," == *",libero,"* ]]; then
+  # LIBERO's egl_probe and hf-egl-probe (via robomimic, hf-libero) ship only sources: built with CMake and g++.
+  apt_packages+=(cmake build-essential)
+fi
 
 if command -v apt-get >/dev/null; then
   sudo=""
