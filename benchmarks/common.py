@@ -16,7 +16,10 @@ ENV = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa"), "PYTHON
 
 
 def timed_eval(*overrides: str) -> tuple[float, dict[str, Any]]:
-    """Wall time of `python eval.py <overrides>` (process start to exit) and its eval_info.json."""
+    """Wall time of `python eval.py <overrides>` (process start to exit) and its eval_info.json.
+    No videos unless the overrides ask for them."""
+    if not any(o.startswith("eval.max_episodes_rendered=") for o in overrides):
+        overrides = (*overrides, "eval.max_episodes_rendered=0")
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
         proc = subprocess.run(

@@ -6,18 +6,33 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from lerobot_hydra.errors import UserError, did_you_mean
+from lerobot_hydra.sharding import job_subdir
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
+
+
+def _job_subdir_resolver(job_num: Any, shard_id: Any, num_shards: Any, overrides: Any) -> str:
+    task_overrides = [str(o) for o in overrides] if overrides is not None else []
+    return job_subdir(int(job_num), int(shard_id), None if num_shards is None else int(num_shards), task_overrides)
+
+
+# conf/config.yaml names each job dir of a sweep with this (shard jobs: <label dir>/shard_<k>_of_<N>). Registered on
+# import: the submitit job processes import this module too, through the pickled task function.
+OmegaConf.register_new_resolver("lerobot_hydra_job_subdir", _job_subdir_resolver, replace=True)
 
 
 def _overrides(argv: list[str]) -> list[str]:
     return [a for a in argv[1:] if not a.startswith("-") and "=" in a]
 
 
-def _values(override: Any) -> list[str]:
+def override_values(override: Any) -> list[str]:
+    """The values of an override: every value of a sweep, or its one value."""
     if override.is_sweep_override():
         return [str(v) for v in override.sweep_iterator()]
     return [str(override.value())]
@@ -43,9 +58,9 @@ def prepare_argv(argv: list[str]) -> None:
     if shard.is_sweep_override() and not multirun:
         raise UserError("a sweep over eval.shard_id needs multirun: add -m")
     try:
-        ids = [int(v) for v in _values(shard)]
+        ids = [int(v) for v in override_values(shard)]
     except ValueError as err:
-        raise UserError(f"eval.shard_id must be integers, got {', '.join(_values(shard))}") from err
+        raise UserError(f"eval.shard_id must be integers, got {', '.join(override_values(shard))}") from err
     num = by_key.get("eval.num_shards")
     if num is not None and num.is_sweep_override():
         raise UserError("eval.num_shards cannot be swept; give one value (or leave it out in a shard sweep)")
@@ -53,12 +68,14 @@ def prepare_argv(argv: list[str]) -> None:
         if not multirun:
             return  # a single shard run: validated with its config
         total = len(ids)
-        argv.append(f"eval.num_shards={total}")
+        # Right after the shard override: appended after an option such as `--cfg hydra`, argparse would reject it.
+        at = next(i for i, a in enumerate(argv) if i > 0 and a.lstrip("+").startswith("eval.shard_id="))
+        argv.insert(at + 1, f"eval.num_shards={total}")
     else:
         try:
-            total = int(_values(num)[0])
+            total = int(override_values(num)[0])
         except ValueError as err:
-            raise UserError(f"eval.num_shards must be an integer, got {_values(num)[0]}") from err
+            raise UserError(f"eval.num_shards must be an integer, got {override_values(num)[0]}") from err
     if not multirun:
         return
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
@@ -111,6 +128,33 @@ def describe_hydra_error(ex: BaseException) -> str | None:
     return None
 
 
+def describe_job_error(ex: BaseException) -> str | None:
+    """One line for a sweep job that failed: our own errors, and submitit jobs that raised or died."""
+    if isinstance(ex, UserError):
+        return str(ex)
+    kind = type(ex).__name__
+    if not type(ex).__module__.startswith("submitit"):
+        return None
+    lines = [line.strip() for line in str(ex).splitlines() if line.strip()]
+    if kind == "FailedJobError":
+        # The job's traceback; its last "<Type>: <message>" line says what went wrong.
+        raised = next((line for line in reversed(lines) if ": " in line and not line.startswith("File ")), None)
+        if raised and raised.split(": ", 1)[0].endswith("UserError"):
+            return f"a job failed: {raised.split(': ', 1)[1]}"
+        return f"a job failed with {raised or kind}; its log is under the sweep dir's .submitit/ folder"
+    if kind == "UncompletedJobError":
+        # "Job <id> (task: 0) with path <folder>/<id>_0_result.pkl" / "has not produced any output (state: FAILED)"
+        job, _, result_path = (lines[0] if lines else "a job").partition(" with path ")
+        job = job.split(" (task")[0]
+        state = lines[1].rpartition("(")[2].rstrip(")") if len(lines) > 1 and "(" in lines[1] else "unknown"
+        logs = str(Path(result_path).parent) if result_path else "the sweep dir's .submitit/ folder"
+        return (
+            f"{job} ended without a result ({state}): killed, out of memory, timed out, or failed before Python "
+            f"started; its logs: {logs}"
+        )
+    return None
+
+
 def _first(ex: BaseException) -> str:
     lines = [line.strip() for line in str(ex).strip().splitlines() if line.strip()]
     return lines[0] if lines else type(ex).__name__
@@ -129,7 +173,9 @@ def install_error_reporting() -> None:
         try:
             return func()
         except Exception as ex:  # noqa: BLE001 - Hydra's own reporter handles what we do not describe
-            line = None if os.environ.get("HYDRA_FULL_ERROR") == "1" else describe_hydra_error(ex)
+            line = None
+            if os.environ.get("HYDRA_FULL_ERROR") != "1":
+                line = describe_hydra_error(ex) or describe_job_error(ex)
             if line is None:
                 return original(lambda error=ex: _reraise(error))
             print(f"error: {line}", file=sys.stderr)

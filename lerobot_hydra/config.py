@@ -29,8 +29,8 @@ class EvalConfig:
     use_async_envs: bool = True
     # Tasks evaluated concurrently, each with its own envs and its own policy state.
     max_parallel_tasks: int = 1
-    # Episodes per task written as mp4 (0 disables video).
-    max_episodes_rendered: int = 0
+    # Episodes per task written as mp4 (the first ones by episode index; 0 disables video).
+    max_episodes_rendered: int = 10
     shard_id: int = 0
     # None: 1 for a single run; in a multirun sweep over eval.shard_id, the number of shard ids.
     num_shards: int | None = None

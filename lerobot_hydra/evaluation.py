@@ -12,13 +12,15 @@ from lerobot_hydra.config import EvalConfig
 from lerobot_hydra.envs.base import EnvConfig
 from lerobot_hydra.errors import UserError
 from lerobot_hydra.gl import configure_mujoco_gl, resolve_device
+from lerobot_hydra.loggers import build_logger, shard_run, single_run
 from lerobot_hydra.policies.base import PolicyConfig
 from lerobot_hydra.progress import Progress
-from lerobot_hydra.reporting import publish
-from lerobot_hydra.results import aggregate, format_table
+from lerobot_hydra.reporting import publish, publish_shard
+from lerobot_hydra.results import aggregate
 from lerobot_hydra.runner import TaskWork, evaluate
 from lerobot_hydra.sharding import plan_units, shard_units
 from lerobot_hydra.store import RunStore
+from lerobot_hydra.video import VideoRecorder, without_missing_videos
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -53,6 +55,7 @@ def evaluate_config(cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label:
     env_cfg = instantiate_node(cfg.env)
     if not isinstance(env_cfg, EnvConfig):
         raise UserError(f"env._target_ must name an EnvConfig subclass, got {type(env_cfg).__name__}")
+    logger = build_logger(cfg.get("logger"))
     tasks = env_cfg.tasks()
     num_shards = eval_cfg.num_shards or 1
     planned = shard_units(plan_units(tasks, eval_cfg.n_episodes), eval_cfg.shard_id, num_shards)
@@ -75,6 +78,7 @@ def evaluate_config(cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label:
         )
     if num_shards > 1:
         log.info("shard %d of %d: %d episodes over %d tasks", eval_cfg.shard_id, num_shards, len(planned), len(work))
+    videos = video_recorder(eval_cfg, env_cfg, work, out_dir)
     try:
         if any(w.episodes for w in work):
             policy_cfg = instantiate_node(cfg.policy)
@@ -94,18 +98,31 @@ def evaluate_config(cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label:
                 max_parallel_tasks=eval_cfg.max_parallel_tasks,
                 on_record=store.add,
                 progress=Progress(eval_cfg.progress_interval_s),
+                render=videos is not None,
+                videos=videos,
             )
     finally:
+        if videos is not None:
+            videos.close()
+        store.records[:] = without_missing_videos(store.records, out_dir)
         store.write()
     info = aggregate(store.sorted_records(), store.eval_s)
     if num_shards == 1:
-        publish(info, out_dir, "Evaluation results")
+        run = single_run(cfg, out_dir, label) if logger is not None else None
+        publish(info, out_dir, "Evaluation results", logger=logger, run=run)
     else:
-        print(
-            format_table(
-                info,
-                f"Shard {eval_cfg.shard_id} of {num_shards} ({store.path}); the sweep's merge has the full results",
-            ),
-            flush=True,
-        )
+        run = shard_run(cfg, out_dir, eval_cfg.shard_id, num_shards, label) if logger is not None else None
+        title = f"Shard {eval_cfg.shard_id} of {num_shards} ({store.path}); the sweep's merge has the full results"
+        publish_shard(info, out_dir, title, logger=logger, run=run)
     return info
+
+
+def video_recorder(
+    eval_cfg: EvalConfig, env_cfg: EnvConfig, work: list[TaskWork], out_dir: Path
+) -> VideoRecorder | None:
+    """A recorder when some episode still to run is among the first `max_episodes_rendered` of its task; envs
+    are created with rendering only then."""
+    wanted = eval_cfg.max_episodes_rendered
+    if not any(k < wanted for w in work for k in w.episodes):
+        return None
+    return VideoRecorder(out_dir, env_cfg.fps, wanted)

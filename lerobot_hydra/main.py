@@ -9,6 +9,7 @@ from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from lerobot_hydra import config as schemas
@@ -54,6 +55,9 @@ def _hydra_main(cfg: DictConfig) -> None:
     try:
         run(cfg)
     except UserError as err:
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            # Fail this job only: the launcher runs the others, then cli reports this error in one line.
+            raise
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
 

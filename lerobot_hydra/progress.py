@@ -1,4 +1,5 @@
-"""Progress: a bar per task on a terminal, periodic single lines elsewhere (SLURM logs)."""
+"""Progress: a bar per task on a terminal; elsewhere (SLURM logs, pipes) one log line per running task every
+`interval_s` seconds, whether or not an episode ended meanwhile, and one when the task is done."""
 
 from __future__ import annotations
 
@@ -14,13 +15,10 @@ log = logging.getLogger("lerobot_hydra")
 
 
 class TaskProgress:
-    def __init__(
-        self, task: TaskSpec, total: int, done: int, successes: int, tty: bool, interval_s: float, position: int
-    ) -> None:
+    def __init__(self, task: TaskSpec, total: int, done: int, successes: int, tty: bool, position: int) -> None:
         self.task, self.total, self.done, self.successes = task, total, done, successes
-        self.interval_s = interval_s
         self.position = position
-        self._last_line = time.monotonic()
+        self._started = time.monotonic()
         self._bar = None
         if tty:
             from tqdm import tqdm
@@ -43,39 +41,65 @@ class TaskProgress:
         if self._bar is not None:
             self._bar.update(1)
             self._refresh_bar()
-        elif time.monotonic() - self._last_line >= self.interval_s:
-            self._line()
+
+    def _success(self) -> str:
+        return f"{100.0 * self.successes / self.done:.0f}%" if self.done else "-"
 
     def _refresh_bar(self) -> None:
-        if self._bar is not None and self.done:
-            self._bar.set_postfix_str(f"success {100.0 * self.successes / self.done:.0f}%", refresh=True)
+        if self._bar is not None:
+            self._bar.set_postfix_str(f"success {self._success()}", refresh=True)
 
-    def _line(self) -> None:
-        rate = 100.0 * self.successes / self.done if self.done else 0.0
-        log.info("%s %s: %d/%d episodes, %.0f%% success", self.task.label, self.task.name, self.done, self.total, rate)
-        self._last_line = time.monotonic()
+    def line(self) -> None:
+        log.info(
+            "%s %s: %d/%d episodes, %s success, %.0f s",
+            self.task.label,
+            self.task.name,
+            self.done,
+            self.total,
+            self._success(),
+            time.monotonic() - self._started,
+        )
 
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
         else:
-            self._line()
+            self.line()
 
 
 class Progress:
-    def __init__(self, interval_s: float) -> None:
-        self.tty = sys.stderr.isatty()
+    def __init__(self, interval_s: float, tty: bool | None = None) -> None:
+        self.tty = sys.stderr.isatty() if tty is None else tty
         self.interval_s = interval_s
         self._lock = threading.Lock()
-        self._positions: set[int] = set()
+        self._running: dict[int, TaskProgress] = {}  # by bar position
+        self._wake = threading.Condition(self._lock)
+        self._ticker: threading.Thread | None = None
 
     def start(self, task: TaskSpec, total: int, done: int, successes: int) -> TaskProgress:
         with self._lock:
-            position = min(set(range(len(self._positions) + 1)) - self._positions)
-            self._positions.add(position)
-        return TaskProgress(task, total, done, successes, self.tty, self.interval_s, position)
+            position = min(set(range(len(self._running) + 1)) - set(self._running))
+            bar = TaskProgress(task, total, done, successes, self.tty, position)
+            self._running[position] = bar
+            if not self.tty and self._ticker is None:
+                self._ticker = threading.Thread(target=self._tick, name="progress", daemon=True)
+                self._ticker.start()
+        return bar
 
     def finish(self, bar: TaskProgress) -> None:
         bar.close()
         with self._lock:
-            self._positions.discard(bar.position)
+            self._running.pop(bar.position, None)
+            self._wake.notify_all()
+
+    def _tick(self) -> None:
+        """Every `interval_s`, a line per running task; ends when no task is running."""
+        with self._lock:
+            deadline = time.monotonic() + self.interval_s
+            while self._running:
+                self._wake.wait(max(0.0, deadline - time.monotonic()))
+                if time.monotonic() >= deadline:
+                    for bar in sorted(self._running.values(), key=lambda b: b.position):
+                        bar.line()
+                    deadline = time.monotonic() + self.interval_s
+            self._ticker = None

@@ -3,12 +3,14 @@
 Per step: raw observation -> env pre -> policy (with its own pre/post) -> env post -> vector env step.
 Episode k of a task is seeded with `seed + k` whatever the batch, lane or shard it runs in; success
 counts up to and including the step that ended the episode, and a finished sub-env is never stepped
-again before the batch ends.
+again before the batch ends. A filmed episode (see video.py) gets the frame after reset and one after each
+of its steps, rendered only by the sub-envs whose episode is filmed.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -25,8 +27,11 @@ from lerobot_hydra.processors.pipeline import Pipeline
 from lerobot_hydra.progress import Progress
 from lerobot_hydra.records import EpisodeRecord
 from lerobot_hydra.sharding import episode_seed
+from lerobot_hydra.video import EpisodeVideo, VideoRecorder
 
 OnRecord = Callable[[EpisodeRecord], None]
+log = logging.getLogger("lerobot_hydra")
+_NO_FRAME_WARNED: set[str] = set()
 
 
 @dataclass
@@ -44,6 +49,7 @@ class RolloutContext:
     env_post: Pipeline
     base_seed: int
     on_record: OnRecord
+    videos: VideoRecorder | None = None
 
 
 def run_task(vec: TaskVectorEnv, work: TaskWork, ctx: RolloutContext, progress: Progress) -> None:
@@ -63,8 +69,24 @@ def run_task(vec: TaskVectorEnv, work: TaskWork, ctx: RolloutContext, progress: 
 def run_batch(
     vec: TaskVectorEnv, task: TaskSpec, slots: list[tuple[int, int] | None], ctx: RolloutContext
 ) -> list[EpisodeRecord]:
+    videos = _start_videos(ctx.videos, task, slots)
+    try:
+        return _roll_out(vec, task, slots, ctx, videos)
+    finally:
+        for video in videos.values():
+            video.abort()
+
+
+def _roll_out(
+    vec: TaskVectorEnv,
+    task: TaskSpec,
+    slots: list[tuple[int, int] | None],
+    ctx: RolloutContext,
+    videos: dict[int, EpisodeVideo],
+) -> list[EpisodeRecord]:
     n = len(slots)
     obs, reset_info = vec.reset(options={EPISODES_KEY: slots})
+    _capture_frames(vec, videos, list(videos))
     init_states = np.asarray(reset_info.get(INIT_STATE_KEY, np.full(n, -1)))
     ctx.policy.reset(task, [s[1] if s else None for s in slots])
     done = np.array([s is None for s in slots])
@@ -80,6 +102,7 @@ def run_batch(
         action = ctx.env_post({"action": ctx.policy.select_action(batch)})["action"]
         obs, reward, _, _, info = vec.step(_as_actions(action, n, vec.single_action_space.dtype))
         active = ~done
+        _capture_frames(vec, videos, list(videos))  # the slots whose episode ran this step
         sum_reward[active] += reward[active]
         max_reward[active] = np.maximum(max_reward[active], reward[active])
         steps[active] += 1
@@ -101,10 +124,39 @@ def run_batch(
                     steps=int(steps[i]),
                     wall_s=round(time.perf_counter() - started, 4),
                     init_state_id=None if init_states[i] < 0 else int(init_states[i]),
+                    video_path=videos.pop(i).finish() if i in videos else None,
                 )
             )
         done |= finished
     return records
+
+
+def _start_videos(
+    recorder: VideoRecorder | None, task: TaskSpec, slots: list[tuple[int, int] | None]
+) -> dict[int, EpisodeVideo]:
+    """Videos of this batch's slots whose episode is to be filmed, by slot."""
+    if recorder is None:
+        return {}
+    return {i: recorder.start(task, slot[0]) for i, slot in enumerate(slots) if slot and recorder.wants(slot[0])}
+
+
+def _capture_frames(vec: TaskVectorEnv, videos: dict[int, EpisodeVideo], wanted: list[int]) -> None:
+    """Renders only the slots in `wanted`; a slot that yields no frame loses its video."""
+    if not wanted:
+        return
+    frames = vec.render_frames(wanted)
+    for i in wanted:
+        if frames[i] is None:
+            _warn_no_frames(vec.task)
+            videos.pop(i).abort()
+        else:
+            videos[i].add(frames[i])
+
+
+def _warn_no_frames(task: TaskSpec) -> None:
+    if task.group not in _NO_FRAME_WARNED:
+        _NO_FRAME_WARNED.add(task.group)
+        log.warning("%s: the env's render() returned no frame, so its episodes get no video", task.label)
 
 
 def _as_actions(action: Any, n: int, dtype: Any) -> np.ndarray:
@@ -129,6 +181,7 @@ def evaluate(
     on_record: OnRecord,
     progress: Progress,
     render: bool = False,
+    videos: VideoRecorder | None = None,
 ) -> None:
     """Run every task's remaining episodes, `max_parallel_tasks` tasks at a time, each lane with its own
     workers and its own policy state."""
@@ -145,7 +198,7 @@ def evaluate(
 
     def run_lane(lane_work: list[TaskWork], lane_policy: Policy) -> None:
         envs = env_cfg.create_envs(n_envs, use_async, tasks=[w.task for w in lane_work], render=render)
-        ctx = RolloutContext(lane_policy, env_pre, env_post, base_seed, locked_record)
+        ctx = RolloutContext(lane_policy, env_pre, env_post, base_seed, locked_record, videos)
         try:
             for w in lane_work:
                 run_task(envs[w.task.group][w.task.task_id], w, ctx, progress)

@@ -1,16 +1,27 @@
-"""Work units and shards.
+"""Work units, shards, and how a sweep's shard jobs are named.
 
-The work of a run is the list of (task group, task id, episode index) units in task order. Shard k of N
-takes the k-th of N contiguous blocks whose sizes differ by at most one, so a shard touches (and builds
-envs for) as few tasks as possible. An episode's seed depends only on the base seed and its index, so
-shards reproduce the unsharded run episode for episode.
+The work of a run is the list of (task group, task id, episode index) units in task order: every episode
+of the first task, then every episode of the second, and so on. Shard k of N takes the k-th of N contiguous
+blocks of that list whose sizes differ by at most one (the first `len % N` blocks are one longer), so a shard
+touches (and builds envs for) as few tasks as possible. An episode's seed depends only on the base seed and
+its index, so shards reproduce the unsharded run episode for episode.
+
+In a multirun, jobs that differ only in their shard form one combination; its label is the job's other
+overrides. A shard job's directory is `<label dir>/shard_<k>_of_<N>` under the sweep dir, a function of its
+overrides alone, so re-running a shard with the same overrides and `hydra.sweep.dir` resumes it in place.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from lerobot_hydra.envs.base import TaskSpec
+
+SHARD_KEYS = ("eval.shard_id", "eval.num_shards")
+# Longer labels are cut and suffixed with a hash to keep directory names well under filesystem limits.
+MAX_LABEL_DIR_CHARS = 120
 
 
 @dataclass(frozen=True)
@@ -24,8 +35,12 @@ class WorkUnit:
         return (self.task_group, self.task_id, self.episode_index)
 
 
-def plan_units(tasks: list[TaskSpec], n_episodes: int) -> list[WorkUnit]:
-    return [WorkUnit(t.group, t.task_id, k) for t in tasks for k in range(n_episodes)]
+def plan_units(tasks: Sequence[TaskSpec], n_episodes: int) -> list[WorkUnit]:
+    return plan_units_for_keys([t.key for t in tasks], n_episodes)
+
+
+def plan_units_for_keys(task_keys: Sequence[tuple[str, int]], n_episodes: int) -> list[WorkUnit]:
+    return [WorkUnit(group, task_id, k) for group, task_id in task_keys for k in range(n_episodes)]
 
 
 def shard_bounds(n_units: int, shard_id: int, num_shards: int) -> tuple[int, int]:
@@ -41,3 +56,60 @@ def shard_units(units: list[WorkUnit], shard_id: int, num_shards: int) -> list[W
 
 def episode_seed(base_seed: int, episode_index: int) -> int:
     return base_seed + episode_index
+
+
+def is_shard_override(override: str) -> bool:
+    return override.lstrip("+~").split("=", 1)[0] in SHARD_KEYS
+
+
+def combination_label(overrides: Iterable[str]) -> str:
+    """A job's overrides other than the shard ones, sorted: names its combination in a sweep."""
+    return ",".join(sorted(o for o in overrides if not is_shard_override(o)))
+
+
+def split_label(label: str) -> list[str]:
+    """The overrides of a label: split at the commas that are not inside brackets, braces or quotes."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, char in enumerate(label):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "[{(":
+            depth += 1
+        elif char in "]})":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(label[start:i])
+            start = i + 1
+    parts.append(label[start:])
+    return [p for p in parts if p]
+
+
+def distinguishing_labels(labels: Sequence[str]) -> list[str]:
+    """Each label without the overrides every label shares: what tells the combinations of a sweep apart."""
+    split = [split_label(label) for label in labels]
+    common = set.intersection(*(set(s) for s in split)) if split else set()
+    return [",".join(o for o in s if o not in common) for s in split]
+
+
+def label_dir_name(label: str) -> str:
+    """A directory name for a combination label: '/' and '%' escaped, long labels cut and hashed."""
+    name = label.replace("%", "%25").replace("/", "%2F")
+    if len(name) > MAX_LABEL_DIR_CHARS:
+        digest = hashlib.sha256(label.encode()).hexdigest()[:10]
+        name = f"{name[: MAX_LABEL_DIR_CHARS - 11]}-{digest}"
+    return name
+
+
+def shard_dir_name(shard_id: int, num_shards: int) -> str:
+    return f"shard_{shard_id}_of_{num_shards}"
+
+
+def job_subdir(job_num: int, shard_id: int, num_shards: int | None, overrides: Sequence[str]) -> str:
+    """`hydra.sweep.subdir`: `[<label dir>/]shard_<k>_of_<N>` for a shard job, Hydra's job number otherwise."""
+    if not num_shards or num_shards <= 1:
+        return str(job_num)
+    shard_dir = shard_dir_name(shard_id, num_shards)
+    label = combination_label(overrides)
+    return f"{label_dir_name(label)}/{shard_dir}" if label else shard_dir

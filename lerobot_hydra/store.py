@@ -1,14 +1,17 @@
 """A run's directory on disk: episodes flushed as they finish, the shard file, and resume.
 
 `episodes.jsonl` is appended and fsynced per episode and is what resume trusts. `shard_<k>_of_<N>.json`
-carries the config fingerprint, the planned units and the records; it is rewritten atomically (at most
-every few seconds while running, and at the end) and marked complete when every planned unit is done.
+carries the config fingerprint, the planned units and the records; it is written atomically when the run
+starts (so a started shard is never mistaken for a missing one), at most every few seconds while running,
+and at the end, and is marked complete when every planned unit is done. A run killed at any point loses
+only the episodes in flight: resuming reads episodes.jsonl, drops a torn last line, and runs the rest.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -71,11 +74,14 @@ class RunStore:
         self._planned = {u.key for u in planned}
         self.previous_eval_s = 0.0
         self._check_previous(out_dir)
+        _drop_torn_tail(self.episodes_path)
         by_unit = {r.unit: r for r in read_jsonl(self.episodes_path) if r.unit in self._planned}
         self.records: list[EpisodeRecord] = list(by_unit.values())
         self.resumed = len(self.records)
         self._started = time.monotonic()
         self._last_write = 0.0
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.write()
 
     def _check_previous(self, out_dir: Path) -> None:
         others = [p for p in out_dir.glob("shard_*_of_*.json") if p != self.path]
@@ -93,6 +99,8 @@ class RunStore:
             raise UserError(
                 f"{self.path} is not valid JSON ({err}); delete it and {EPISODES_FILE} to start over"
             ) from err
+        if not isinstance(previous, dict) or previous.get("format") != SHARD_FORMAT:
+            raise UserError(f"{self.path} is not a {SHARD_FORMAT} file; choose a new output directory")
         if previous.get("fingerprint") != self.header["fingerprint"]:
             changed = diff_keys(previous.get("identity", {}), self.header["identity"])
             raise UserError(
@@ -131,3 +139,16 @@ class RunStore:
         }
         write_json_atomic(self.path, data)
         self._last_write = time.monotonic()
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a last line that a killed run left half-written, so the next append starts on a line of its own."""
+    if not path.exists():
+        return
+    with open(path, "rb+") as f:
+        data = f.read()
+        if not data or data.endswith(b"\n"):
+            return
+        f.truncate(data.rfind(b"\n") + 1)
+        f.flush()
+        os.fsync(f.fileno())

@@ -61,7 +61,7 @@ def test_unknown_keys_under_env_and_eval_are_rejected(compose) -> None:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["env=nope"], "unknown env 'nope'; available: gym, metaworld, pusht"),
+        (["env=nope"], "unknown env 'nope'; available: gym, libero, metaworld, pusht"),
         (["policy=smolvlaa"], "unknown policy 'smolvlaa'"),
         (["eval.n_episodes=abc"], "bad value for 'eval.n_episodes'"),
         (["eval.foo=1"], "unknown key 'eval.foo'"),

@@ -75,7 +75,7 @@ class GymEnvConfig(EnvConfig):
         return self._spec[1], self._spec[2]
 
     def make_env(self, task: TaskSpec, render: bool) -> Any:
-        return GymTaskEnv(self, task)
+        return GymTaskEnv(self, task, render)
 
     def worker_preload(self) -> list[str]:
         return [self.package] if self.package else []
@@ -88,14 +88,15 @@ class GymEnvConfig(EnvConfig):
 
 
 class GymTaskEnv:
-    def __init__(self, config: GymEnvConfig, task: TaskSpec) -> None:
+    def __init__(self, config: GymEnvConfig, task: TaskSpec, render: bool) -> None:
         import gymnasium as gym
 
         config._register()
         self.config = config
-        self._env = gym.make(
-            config.gym_id, disable_env_checker=True, max_episode_steps=task.max_steps, **config.gym_kwargs
-        )
+        kwargs = dict(config.gym_kwargs)
+        if render:
+            kwargs.setdefault("render_mode", "rgb_array")
+        self._env = gym.make(config.gym_id, disable_env_checker=True, max_episode_steps=task.max_steps, **kwargs)
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         obs, _ = self._env.reset(seed=seed)

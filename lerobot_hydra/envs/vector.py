@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -94,6 +95,10 @@ class SlotEnv(gym.Env):
             return None
         return self._env.render()
 
+    def render_if_in(self, slots: tuple[int, ...]) -> np.ndarray | None:
+        """A frame when this slot is one of `slots`: one vector call renders only the slots that need frames."""
+        return self.render() if self.slot in slots else None
+
     def task_description(self) -> str:
         return self._task.description if self._task else ""
 
@@ -157,8 +162,11 @@ class TaskVectorEnv(gym.vector.VectorWrapper):
         self.pool.bind(self.task)
         return self.env.reset(seed=seed, options=options)
 
-    def render_frames(self) -> tuple[np.ndarray | None, ...]:
-        return self.env.call("render")
+    def render_frames(self, slots: Sequence[int] | None = None) -> tuple[np.ndarray | None, ...]:
+        """A frame per slot (None where the slot has no episode); with `slots`, only those slots render."""
+        if slots is None:
+            return self.env.call("render")
+        return self.env.call("render_if_in", tuple(slots))
 
     def close(self, **kwargs: Any) -> None:
         # Workers belong to the pool, which the caller closes once all its tasks are done.

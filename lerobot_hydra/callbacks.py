@@ -1,0 +1,107 @@
+"""The Hydra callback that merges a sweep's shards when the multirun ends (conf/config.yaml registers it).
+
+Hydra calls `on_multirun_end` only when every job succeeded, and turns an exception raised in a callback into
+a warning. So: checks that must stop a sweep before anything is submitted run in `on_multirun_start` and exit;
+a failed merge prints one line per problem and exits non-zero; and when a job fails (or the sweep is
+interrupted) an exit hook reports which shards are missing or incomplete and how to finish by hand.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+MERGE_COMMAND = "lerobot-hydra-merge"
+
+
+class MergeShards(Callback):
+    def __init__(self) -> None:
+        self._sweep_dir: Path | None = None
+        # True when this multirun runs only some shards of its split (eval.num_shards given, ids left out):
+        # shards it did not run are expected to be missing, and are reported without failing the sweep.
+        self._some_shards = False
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
+        if launcher.endswith("SlurmLauncher") and shutil.which("sbatch") is None:
+            choice = OmegaConf.select(config, "hydra.runtime.choices.hydra/launcher", default="submitit_slurm")
+            print(
+                f"error: hydra/launcher={choice} needs SLURM's sbatch, which is not on PATH here; run the sweep on a "
+                "cluster login node, start a local cluster (bash scripts/slurm_local.sh start), or use "
+                "hydra/launcher=local_shards",
+                file=sys.stderr,
+            )
+            sys.exit(2)
+        self._sweep_dir = Path(str(config.hydra.sweep.dir))
+        self._some_shards = runs_some_shards(list(config.hydra.overrides.task))
+        atexit.register(self._report_unfinished)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from lerobot_hydra.merge import merge_sweep
+
+        atexit.unregister(self._report_unfinished)
+        sweep_dir = self._sweep_dir or Path(str(config.hydra.sweep.dir))
+        try:
+            result = merge_sweep(sweep_dir)
+        except Exception as err:  # noqa: BLE001 - Hydra would turn it into a warning and exit 0
+            print(
+                f"error: merging {sweep_dir} failed ({err!r}); retry with: {MERGE_COMMAND} {sweep_dir}", file=sys.stderr
+            )
+            sys.exit(1)
+        if result.ok:
+            return
+        if self._some_shards and result.missing == len(result.problems):
+            for problem in result.problems:
+                print(f"note: {problem}", file=sys.stderr)
+            print(f"note: once every shard has run, merge with: {MERGE_COMMAND} {sweep_dir}", file=sys.stderr)
+            return
+        for problem in result.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        print(
+            f"error: the sweep's results were not merged; fix the above, then run: {MERGE_COMMAND} {sweep_dir}",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+
+    def _report_unfinished(self) -> None:
+        """At exit after a failed or interrupted sweep: what the merge would say now, and how to finish."""
+        from lerobot_hydra.merge import find_shard_files, merge_sweep
+
+        sweep_dir = self._sweep_dir
+        if sweep_dir is None or not any(_is_sharded(p) for p in find_shard_files(sweep_dir)):
+            return
+        result = merge_sweep(sweep_dir, write=False)
+        lines = [
+            "lerobot_hydra: the sweep ended before all its jobs succeeded, so its shards were not merged. "
+            "Shards now (jobs still queued or running on a cluster show as missing or incomplete):"
+        ]
+        lines += [f"  {problem}" for problem in result.problems] or ["  every shard is complete"]
+        lines.append(
+            f"Re-run the shards listed (same overrides and hydra.sweep.dir: recorded episodes are kept), then merge "
+            f"with: {MERGE_COMMAND} {sweep_dir}"
+        )
+        print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def runs_some_shards(overrides: list[str]) -> bool:
+    """Whether a sweep's overrides run fewer shard ids than its eval.num_shards."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from lerobot_hydra.cli import override_values
+
+    by_key = {o.key_or_group: o for o in OverridesParser.create().parse_overrides([str(o) for o in overrides])}
+    num, shard = by_key.get("eval.num_shards"), by_key.get("eval.shard_id")
+    if num is None:
+        return False
+    ids = set(override_values(shard)) if shard is not None else {"0"}
+    return len(ids) < int(override_values(num)[0])
+
+
+def _is_sharded(shard_file: Path) -> bool:
+    return not shard_file.name.endswith("_of_1.json")
