@@ -13,8 +13,16 @@ import sys
 
 from common import timed_eval, timed_python, verdict
 
-METAWORLD_TASKS = ["reach-v3", "push-v3", "drawer-open-v3", "door-open-v3", "pick-place-v3", "basketball-v3",
-                   "button-press-v3", "window-open-v3"]
+METAWORLD_TASKS = [
+    "reach-v3",
+    "push-v3",
+    "drawer-open-v3",
+    "door-open-v3",
+    "pick-place-v3",
+    "basketball-v3",
+    "button-press-v3",
+    "window-open-v3",
+]
 METAWORLD_EPISODES = 10
 PUSHT_EPISODES = 8
 PUSHT_STEPS = 300
@@ -65,14 +73,23 @@ def main() -> int:
     bare_s, bare_wins = timed_python(BARE_METAWORLD.format(tasks=METAWORLD_TASKS, episodes=METAWORLD_EPISODES))
     ours_s, info = timed_eval(f"env.task=[{','.join(METAWORLD_TASKS)}]", f"eval.n_episodes={METAWORLD_EPISODES}")
     ours_wins = sum(sum(t["metrics"]["successes"]) for t in info["per_task"])
-    ok &= verdict("MetaWorld state, scripted experts", bare_s / ours_s, 0.95,
-                  f"bare {bare_s:.1f} s vs eval.py {ours_s:.1f} s; successes {bare_wins} vs {ours_wins}")
+    ok &= verdict(
+        "MetaWorld state, scripted experts",
+        bare_s / ours_s,
+        0.95,
+        f"bare {bare_s:.1f} s vs eval.py {ours_s:.1f} s; successes {bare_wins} vs {ours_wins}",
+    )
     bare_s, bare_wins = timed_python(BARE_PUSHT.format(steps=PUSHT_STEPS, episodes=PUSHT_EPISODES))
-    ours_s, info = timed_eval("env=pusht", "policy=random", f"eval.n_episodes={PUSHT_EPISODES}",
-                              f"env.episode_length={PUSHT_STEPS}")
+    ours_s, info = timed_eval(
+        "env=pusht", "policy=random", f"eval.n_episodes={PUSHT_EPISODES}", f"env.episode_length={PUSHT_STEPS}"
+    )
     ours_wins = sum(sum(t["metrics"]["successes"]) for t in info["per_task"])
-    ok &= verdict("PushT pixels, random policy", bare_s / ours_s, 0.95,
-                  f"bare {bare_s:.1f} s vs eval.py {ours_s:.1f} s; successes {bare_wins} vs {ours_wins}")
+    ok &= verdict(
+        "PushT pixels, random policy",
+        bare_s / ours_s,
+        0.95,
+        f"bare {bare_s:.1f} s vs eval.py {ours_s:.1f} s; successes {bare_wins} vs {ours_wins}",
+    )
     return 0 if ok else 1
 
 

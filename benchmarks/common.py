@@ -24,7 +24,10 @@ def timed_eval(*overrides: str) -> tuple[float, dict[str, Any]]:
         start = time.perf_counter()
         proc = subprocess.run(
             [sys.executable, str(ROOT / "eval.py"), f"hydra.run.dir={out}", *overrides],
-            cwd=ROOT, env=ENV, capture_output=True, text=True,
+            cwd=ROOT,
+            env=ENV,
+            capture_output=True,
+            text=True,
         )
         elapsed = time.perf_counter() - start
         if proc.returncode != 0:

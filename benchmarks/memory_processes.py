@@ -23,8 +23,14 @@ BATCH = 2
 def sample_run(task: str) -> tuple[float, int, list[tuple[float, int]]]:
     """(peak RSS MB of the process tree, peak live workers, [(t, workers)] timeline)."""
     with tempfile.TemporaryDirectory() as out:
-        args = [sys.executable, str(ROOT / "eval.py"), f"hydra.run.dir={out}", f"env.task={task}",
-                "eval.n_episodes=2", f"eval.batch_size={BATCH}"]
+        args = [
+            sys.executable,
+            str(ROOT / "eval.py"),
+            f"hydra.run.dir={out}",
+            f"env.task={task}",
+            "eval.n_episodes=2",
+            f"eval.batch_size={BATCH}",
+        ]
         proc = subprocess.Popen(args, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         root = psutil.Process(proc.pid)
         start, peak_rss, peak_workers, timeline = time.perf_counter(), 0.0, 0, []
@@ -51,9 +57,11 @@ def main() -> int:
     print(f"live workers over time (t s, workers) for easy: {changes[:12]}{' …' if len(changes) > 12 else ''}")
     ratio = many_rss / one_rss
     ok = many_workers <= BATCH and ratio <= 1.25
-    print(f"{'PASS' if ok else 'FAIL'}  28-task run vs 1-task run, batch {BATCH}: peak RSS {many_rss:.0f} MB vs "
-          f"{one_rss:.0f} MB = {ratio:.2f}x (target <= 1.25x); peak live workers {many_workers} vs {one_workers} "
-          f"(target <= {BATCH})")
+    print(
+        f"{'PASS' if ok else 'FAIL'}  28-task run vs 1-task run, batch {BATCH}: peak RSS {many_rss:.0f} MB vs "
+        f"{one_rss:.0f} MB = {ratio:.2f}x (target <= 1.25x); peak live workers {many_workers} vs {one_workers} "
+        f"(target <= {BATCH})"
+    )
     return 0 if ok else 1
 
 

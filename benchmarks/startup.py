@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from common import ROOT, ENV
+from common import ENV, ROOT
 
 
 def best_of(args: list[str], n: int = 5) -> float:
@@ -28,8 +28,10 @@ def main() -> int:
     interpreter = best_of([sys.executable, "-c", "pass"])
     cfg = best_of([sys.executable, str(ROOT / "eval.py"), "--cfg", "job"])
     ok = cfg <= 1.0
-    print(f"{'PASS' if ok else 'FAIL'}  python eval.py --cfg job: {cfg:.2f} s = {1.0 / cfg:.2f}x the 1 s budget "
-          f"(a bare interpreter start: {interpreter:.2f} s)")
+    print(
+        f"{'PASS' if ok else 'FAIL'}  python eval.py --cfg job: {cfg:.2f} s = {1.0 / cfg:.2f}x the 1 s budget "
+        f"(a bare interpreter start: {interpreter:.2f} s)"
+    )
     return 0 if ok else 1
 
 

@@ -42,12 +42,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
 def _job_label() -> str:
     """The job's overrides other than the shard ones: names a combination in a sweep (policy=a,env=b)."""
-    try:
-        overrides = HydraConfig.get().overrides.task
-    except ValueError:
-        return ""
-    keep = [o for o in overrides if not o.lstrip("+~").startswith(("eval.shard_id=", "eval.num_shards="))]
-    return ",".join(sorted(keep))
+    from lerobot_hydra.sharding import combination_label
+
+    return combination_label(HydraConfig.get().overrides.task)
 
 
 @hydra.main(config_path=CONFIG_PATH, config_name="config", version_base="1.3")

@@ -1,0 +1,208 @@
+"""LeRobot checkpoints (SmolVLA, pi0, pi0.5, ACT, diffusion, ...) from the Hub or a local directory.
+
+LeRobot's own machinery does the loading: the checkpoint's config.json picks the policy class, the weights come
+from its model.safetensors, and its saved pre/post processor pipelines (normalization, tokenization, ...) run
+around every inference, on the chosen device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from lerobot_hydra.envs.base import EnvConfig
+from lerobot_hydra.errors import UserError, did_you_mean, missing_extra
+from lerobot_hydra.gl import resolve_device
+from lerobot_hydra.policies.base import PolicyConfig
+from lerobot_hydra.policies.lerobot_checkpoint import (
+    POSTPROCESSOR_FILE,
+    PREPROCESSOR_FILE,
+    Checkpoint,
+    check_processor_steps,
+    fetch_auxiliary,
+    read_json,
+    resolve_checkpoint,
+)
+from lerobot_hydra.policies.lerobot_features import check_action_shape, env_observation_features, match_features
+from lerobot_hydra.policies.lerobot_runtime import LeRobotPolicy
+
+log = logging.getLogger("lerobot_hydra")
+
+
+# Set by the loader itself; an override of these would be ignored or break the checkpoint.
+RESERVED_OVERRIDES = {"device", "use_amp", "pretrained_path", "input_features", "output_features", "type"}
+# Construction-time downloads that the checkpoint's own weights replace anyway: ImageNet backbones (ACT,
+# diffusion) and the VLM's original weights (SmolVLA). Skipping them saves time and works offline.
+SUPERSEDED_BY_CHECKPOINT = {"pretrained_backbone_weights": None, "load_vlm_weights": False}
+DEVICE_STEP_KEYS = ("device_processor", "DeviceProcessorStep")
+
+
+@dataclass
+class LeRobotPolicyConfig(PolicyConfig):
+    # A Hub repo id (lerobot/diffusion_pusht) or a local checkpoint directory.
+    path: str = ""
+    # Hub revision (branch, tag or commit) to pin; None: the repo's default branch.
+    revision: str | None = None
+    # auto: cuda when a GPU is visible, else cpu. The YAMLs default it to the top-level `device`.
+    device: str = "auto"
+    # Run inference under torch.autocast (bfloat16/float16 kernels where the device supports them).
+    use_amp: bool = False
+    # Fields of the checkpoint's config.json to change for this evaluation, e.g. {n_action_steps: 10}.
+    overrides: dict[str, Any] | None = None
+    # Env observation key -> the key the policy reads, e.g. {observation.image: observation.images.top}.
+    rename_map: dict[str, str] | None = None
+    # Policy cameras the env does not have, shown as blank images (pi0, pi0.5 and SmolVLA pad missing cameras).
+    blank_cameras: list[str] = field(default_factory=list)
+
+    def build(self, env: EnvConfig, device: str) -> LeRobotPolicy:
+        try:
+            import lerobot  # noqa: F401
+        except ImportError as err:
+            raise missing_extra("lerobot", "lerobot") from err
+        if not self.path:
+            raise UserError("policy.path is empty; give a Hub repo id (lerobot/diffusion_pusht) or a local directory")
+        device = check_device(resolve_device(self.device))
+        checkpoint = resolve_checkpoint(self.path, self.revision)
+        config = self.policy_config(checkpoint, device)
+        name = checkpoint.name
+        _, action_space = env.spaces(env.tasks()[0])
+        check_action_shape(name, config.output_features or {}, action_space)
+        resizes = any(getattr(config, a, None) is not None for a in ("resize_imgs_with_padding", "image_resolution"))
+        resizes = resizes or getattr(config, "resize_shape", None) is not None
+        pads_cameras = hasattr(config, "empty_cameras")
+        if self.blank_cameras and not pads_cameras:
+            raise UserError(f"policy.blank_cameras: a {config.type} policy cannot run with a camera left out")
+        if self.blank_cameras and config.type == "smolvla" and config.empty_cameras < len(self.blank_cameras):
+            # SmolVLA pads at most `empty_cameras` missing cameras and silently drops the others.
+            trained = int(read_json(checkpoint.directory / "config.json").get("empty_cameras", 0))
+            raise UserError(
+                f"SmolVLA shows at most empty_cameras={config.empty_cameras} missing cameras as blank, fewer than "
+                f"the {len(self.blank_cameras)} in policy.blank_cameras; add "
+                f"policy.overrides={{empty_cameras: {trained + len(self.blank_cameras)}}}"
+            )
+        observation_keys = match_features(
+            name,
+            config.input_features or {},
+            env_observation_features(env),
+            self.rename_map or {},
+            self.blank_cameras,
+            resizes,
+            pads_cameras,
+        )
+        fetch_auxiliary(checkpoint, config)
+        preprocessor, postprocessor = load_processors(checkpoint, config, device)
+        policy = load_weights(checkpoint, config)
+        log.info("loaded the %s policy %s on %s%s", config.type, name, device, " with AMP" if self.use_amp else "")
+        return LeRobotPolicy(policy, preprocessor, postprocessor, device, self.use_amp, observation_keys)
+
+    def policy_config(self, checkpoint: Checkpoint, device: str) -> Any:
+        """The checkpoint's config.json as LeRobot's config class, with the evaluation's changes applied."""
+        import lerobot.policies  # noqa: F401  registers every policy config class
+        from lerobot.configs.policies import PreTrainedConfig
+
+        try:
+            config = PreTrainedConfig.from_pretrained(checkpoint.directory)
+        except Exception as err:  # noqa: BLE001 - draccus raises many types; all mean the same to the user
+            raise UserError(
+                f"config.json of '{checkpoint.name}' does not parse with lerobot {_lerobot_version()}: "
+                f"{_first_line(err)}"
+            ) from err
+        fields = {f.name for f in dataclasses.fields(config)}
+        overrides = self.overrides or {}
+        for key in overrides:
+            if key in RESERVED_OVERRIDES:
+                fix = f"use policy.{key}" if key in ("device", "use_amp") else "remove it (the checkpoint defines it)"
+                raise UserError(f"policy.overrides.{key} is set by the loader; {fix}")
+            if key not in fields:
+                valid = sorted(fields - RESERVED_OVERRIDES)
+                raise UserError(
+                    f"policy.overrides.{key} is not a field of the {config.type} config"
+                    f"{did_you_mean(key, valid)}; valid: {', '.join(valid)}"
+                )
+        # YAML has no tuples: a list given for a tuple field (image sizes, ...) becomes one.
+        overrides = {
+            key: tuple(value) if isinstance(value, list) and isinstance(getattr(config, key), tuple) else value
+            for key, value in overrides.items()
+        }
+        superseded = {k: v for k, v in SUPERSEDED_BY_CHECKPOINT.items() if k in fields}
+        try:
+            return dataclasses.replace(
+                config,
+                **{**superseded, **overrides},
+                device=device,
+                use_amp=self.use_amp,
+                pretrained_path=checkpoint.directory,
+            )
+        except (ValueError, TypeError, NotImplementedError) as err:
+            raise UserError(f"policy.overrides rejected by the {config.type} config: {_first_line(err)}") from err
+
+
+def check_device(device: str) -> str:
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except RuntimeError as err:
+        raise UserError(f"policy.device '{device}' is not a torch device (auto, cpu, cuda, cuda:<i>, mps)") from err
+    if parsed.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise UserError(f"policy.device is {device} but no CUDA GPU is visible; use device=cpu or device=auto")
+        if parsed.index is not None and parsed.index >= count:
+            raise UserError(f"policy.device is {device} but only {count} CUDA GPU(s) are visible")
+    if parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise UserError("policy.device is mps but MPS is not available here; use device=cpu or device=auto")
+    return device
+
+
+def load_processors(checkpoint: Checkpoint, config: Any, device: str) -> tuple[Any, Any]:
+    """The checkpoint's saved pipelines, with the preprocessor's device step moved to `device`."""
+    from lerobot.policies.factory import make_pre_post_processors
+
+    try:
+        # Registers the policy family's own steps (e.g. SmolVLA's newline step) before the pipeline names them.
+        importlib.import_module(f"lerobot.policies.{config.type}.processor_{config.type}")
+    except ImportError:
+        pass
+    for filename in (PREPROCESSOR_FILE, POSTPROCESSOR_FILE):
+        check_processor_steps(checkpoint, filename)
+    steps = read_json(checkpoint.directory / PREPROCESSOR_FILE).get("steps", [])
+    step_keys = {s.get("registry_name") or str(s.get("class", "")).rpartition(".")[2] for s in steps}
+    overrides = {key: {"device": device} for key in DEVICE_STEP_KEYS if key in step_keys}
+    try:
+        return make_pre_post_processors(
+            config, pretrained_path=str(checkpoint.directory), preprocessor_overrides=overrides
+        )
+    except OSError as err:
+        raise UserError(
+            f"cannot load the processors of '{checkpoint.name}': {_first_line(err)}; if it names a tokenizer, "
+            "make it reachable or cached (huggingface-cli download <tokenizer repo>)"
+        ) from err
+    except (ValueError, KeyError, ImportError, TypeError) as err:
+        raise UserError(f"cannot load the processors of '{checkpoint.name}': {_first_line(err)}") from err
+
+
+def load_weights(checkpoint: Checkpoint, config: Any) -> Any:
+    from lerobot.policies.factory import get_policy_class
+
+    policy_class = get_policy_class(config.type)
+    try:
+        policy = policy_class.from_pretrained(str(checkpoint.directory), config=config)
+    except OSError as err:
+        raise UserError(f"cannot build the {config.type} policy of '{checkpoint.name}': {_first_line(err)}") from err
+    policy.eval()
+    return policy
+
+
+def _lerobot_version() -> str:
+    from importlib.metadata import version
+
+    return version("lerobot")
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
