@@ -29,16 +29,18 @@ def run_eval(
     timeout: float = 600,
     env: dict[str, str] | None = None,
     check: bool = True,
+    config_videos: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """`python eval.py <overrides>` in a subprocess, with its output dir pinned to `out_dir`.
 
-    Videos are off unless a test asks for them (rendering costs ~100 ms a frame on CPU)."""
+    Videos are off unless a test asks for them (rendering costs ~100 ms a frame on CPU) or keeps the config's
+    own setting with `config_videos`."""
     args = [sys.executable, str(ROOT / "eval.py")]
     if multirun:
         args.append("-m")
     if out_dir is not None:
         args.append(f"hydra.{'sweep' if multirun else 'run'}.dir={out_dir}")
-    if not any(o.startswith("eval.max_episodes_rendered=") for o in overrides):
+    if not config_videos and not any(o.startswith("eval.max_episodes_rendered=") for o in overrides):
         args.append("eval.max_episodes_rendered=0")
     args.extend(overrides)
     proc = subprocess.run(

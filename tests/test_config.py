@@ -93,3 +93,12 @@ def test_cfg_job_prints_the_composed_config() -> None:
     assert cfg.env._target_.endswith("MetaWorldEnvConfig")
     assert cfg.policy._target_.endswith("MetaWorldExpertConfig")
     assert cfg.seed == 1000 and cfg.device == "auto"
+    # The expert's own settings win over the env and eval defaults, and command-line overrides win over them.
+    assert cfg.env.obs_type == "state" and cfg.eval.max_episodes_rendered == 0
+
+
+def test_policy_settings_sit_between_group_defaults_and_the_command_line(compose) -> None:
+    assert compose("policy=random").eval.max_episodes_rendered == 10
+    assert compose("policy=random").env.obs_type == "pixels_agent_pos"
+    cfg = compose("eval.max_episodes_rendered=3", "env.obs_type=pixels")
+    assert cfg.eval.max_episodes_rendered == 3 and cfg.env.obs_type == "pixels"

@@ -160,8 +160,9 @@ def test_observation_keys_follow_lerobot_convention() -> None:
 
 def test_default_command_runs_end_to_end(tmp_path: Path) -> None:
     # `python eval.py` with nothing else, shrunk to two episodes per task to keep the suite quick.
-    proc = run_eval("eval.n_episodes=2", out_dir=tmp_path, timeout=600)
+    proc = run_eval("eval.n_episodes=2", out_dir=tmp_path, timeout=600, config_videos=True)
     info = read_json(tmp_path / "eval_info.json")
     assert info["overall"]["n_episodes"] == 100
     assert info["overall"]["pc_success"] >= 85.0
     assert "overall" in proc.stdout and "very_hard" in proc.stdout
+    assert not (tmp_path / "videos").exists()  # the embedded default records no video (see metaworld_expert.yaml)
