@@ -37,16 +37,33 @@ def run(checkpoint: Path, lanes: int) -> tuple[float, float, int]:
     """(wall s, mean GPU busy %, episodes) of one evaluation."""
     sampler = subprocess.Popen(
         ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", "200"],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
         subprocess.run(
-            [sys.executable, str(ROOT / "eval.py"), f"hydra.run.dir={out}", "policy=act", f"policy.path={checkpoint}",
-             f"env.task={TASKS}", "env.obs_type=pixels_agent_pos", f"env.observation_height={IMAGE}",
-             f"env.observation_width={IMAGE}", "env.episode_length=100", "eval.n_episodes=8", "eval.batch_size=8",
-             f"eval.max_parallel_tasks={lanes}", "eval.max_episodes_rendered=0", "device=cuda"],
-            cwd=ROOT, env={**ENV, "MUJOCO_GL": "egl"}, check=True, capture_output=True,
+            [
+                sys.executable,
+                str(ROOT / "eval.py"),
+                f"hydra.run.dir={out}",
+                "policy=act",
+                f"policy.path={checkpoint}",
+                f"env.task={TASKS}",
+                "env.obs_type=pixels_agent_pos",
+                f"env.observation_height={IMAGE}",
+                f"env.observation_width={IMAGE}",
+                "env.episode_length=100",
+                "eval.n_episodes=8",
+                "eval.batch_size=8",
+                f"eval.max_parallel_tasks={lanes}",
+                "eval.max_episodes_rendered=0",
+                "device=cuda",
+            ],
+            cwd=ROOT,
+            env={**ENV, "MUJOCO_GL": "egl"},
+            check=True,
+            capture_output=True,
         )
         wall = time.perf_counter() - start
     sampler.terminate()

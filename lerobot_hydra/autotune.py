@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import shlex
 import sys
 import time
@@ -53,13 +52,6 @@ class Recommendation:
     shards_per_node: int
     mujoco_gl: str
     reasons: list[str] = field(default_factory=list)
-
-
-def cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def candidate_batch_sizes(cpus: int, n_episodes: int) -> list[int]:
@@ -194,7 +186,7 @@ def compose(overrides: list[str]) -> DictConfig:
 def run(overrides: list[str]) -> Recommendation:
     import torch
 
-    from lerobot_hydra.config import validate
+    from lerobot_hydra.config import available_cpus, validate
     from lerobot_hydra.evaluation import instantiate_node
     from lerobot_hydra.gl import configure_mujoco_gl, nvidia_gpu_visible, resolve_device
 
@@ -207,7 +199,7 @@ def run(overrides: list[str]) -> Recommendation:
     device = resolve_device(cfg.device)
     policy = instantiate_node(cfg.policy).build(env_cfg, device)
     env_pre, env_post = env_cfg.build_processors()
-    cpus = cpu_count()
+    cpus = available_cpus()
     gpus = torch.cuda.device_count() if nvidia_gpu_visible() else 0
     render = eval_cfg.max_episodes_rendered > 0
     probes = []

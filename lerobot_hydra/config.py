@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,8 @@ class EvalConfig:
     # Episodes per task.
     n_episodes: int = 10
     # Sub-environments stepped together in one vector env (one policy batch).
-    batch_size: int = 10
+    # None: one per available CPU core (as many as the episodes per task at most).
+    batch_size: int | None = None
     # Worker processes for batch_size > 1; a batch of 1 always runs in-process.
     use_async_envs: bool = True
     # Tasks evaluated concurrently, each with its own envs and its own policy state.
@@ -106,6 +108,8 @@ def validate(cfg: DictConfig) -> EvalConfig:
                 f"unknown key 'eval.{name}'{did_you_mean(str(name), valid)}; valid keys: {', '.join(valid)}"
             )
     ev: EvalConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(EvalConfig), cfg.eval))
+    if ev.batch_size is None:
+        ev.batch_size = available_cpus()
     for name in ("n_episodes", "batch_size", "max_parallel_tasks"):
         if getattr(ev, name) < 1:
             raise UserError(f"eval.{name} must be at least 1, got {getattr(ev, name)}")
@@ -131,6 +135,14 @@ def validate(cfg: DictConfig) -> EvalConfig:
     validate_node(cfg.env, "env")
     validate_node(cfg.policy, "policy")
     return ev
+
+
+def available_cpus() -> int:
+    """CPU cores this process may run on (a SLURM allocation or taskset, not the whole node)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def _valid_device(device: str) -> bool:

@@ -10,8 +10,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from lerobot_hydra.config import EvalConfig
 from lerobot_hydra.envs.base import EnvConfig
+from lerobot_hydra.envs.vector import prestart_workers
 from lerobot_hydra.errors import UserError
-from lerobot_hydra.gl import configure_mujoco_gl, resolve_device
+from lerobot_hydra.gl import configure_mujoco_gl
 from lerobot_hydra.loggers import build_logger, shard_run, single_run
 from lerobot_hydra.policies.base import PolicyConfig
 from lerobot_hydra.progress import Progress
@@ -81,10 +82,12 @@ def evaluate_config(cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label:
     videos = video_recorder(eval_cfg, env_cfg, work, out_dir)
     try:
         if any(w.episodes for w in work):
+            if eval_cfg.use_async_envs and eval_cfg.batch_size > 1:
+                prestart_workers(env_cfg)
             policy_cfg = instantiate_node(cfg.policy)
             if not isinstance(policy_cfg, PolicyConfig):
                 raise UserError(f"policy._target_ must name a PolicyConfig subclass, got {type(policy_cfg).__name__}")
-            policy = policy_cfg.build(env_cfg, resolve_device(cfg.device))
+            policy = policy_cfg.build(env_cfg, cfg.device)
             env_pre, env_post = env_cfg.build_processors()
             evaluate(
                 env_cfg,

@@ -1,10 +1,11 @@
 """Rollout: a task's episodes in batches through its vector env, producing one record per episode.
 
 Per step: raw observation -> env pre -> policy (with its own pre/post) -> env post -> vector env step.
-Episode k of a task is seeded with `seed + k` whatever the batch, lane or shard it runs in; success
-counts up to and including the step that ended the episode, and a finished sub-env is never stepped
-again before the batch ends. A filmed episode (see video.py) gets the frame after reset and one after each
-of its steps, rendered only by the sub-envs whose episode is filmed.
+Episode k of a task is seeded with `seed + k` whatever the batch, sub-env, lane or shard it runs in;
+success counts up to and including the step that ended the episode, and a finished sub-env is never
+stepped again: it starts the next pending episode at once when the policy can reset one sub-env's state,
+else it idles until every episode of its batch has ended. A filmed episode (see video.py) gets the frame
+after reset and one after each of its steps, rendered only by the sub-envs whose episode is filmed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import concurrent.futures as cf
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +22,13 @@ from typing import Any
 import numpy as np
 
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
-from lerobot_hydra.envs.vector import EPISODES_KEY, INIT_STATE_KEY, TaskVectorEnv, close_task_vector_envs
+from lerobot_hydra.envs.vector import (
+    EPISODES_KEY,
+    INIT_STATE_KEY,
+    RESET_MASK_KEY,
+    TaskVectorEnv,
+    close_task_vector_envs,
+)
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.processors.observation import RAW_KEY
 from lerobot_hydra.processors.pipeline import Pipeline
@@ -53,104 +61,137 @@ class RolloutContext:
 
 
 def run_task(vec: TaskVectorEnv, work: TaskWork, ctx: RolloutContext, progress: Progress) -> None:
-    task, n = work.task, vec.num_envs
-    bar = progress.start(task, total=work.done + len(work.episodes), done=work.done, successes=work.successes)
+    bar = progress.start(work.task, total=work.done + len(work.episodes), done=work.done, successes=work.successes)
+    pending = deque((k, episode_seed(ctx.base_seed, k)) for k in work.episodes)
     try:
-        for start in range(0, len(work.episodes), n):
-            chunk = work.episodes[start : start + n]
-            slots = [(k, episode_seed(ctx.base_seed, k)) for k in chunk] + [None] * (n - len(chunk))
-            for record in run_batch(vec, task, slots, ctx):
+        while pending:
+            for record in _run_batch(vec, work.task, pending, ctx):
                 ctx.on_record(record)
                 bar.update(record)
     finally:
         progress.finish(bar)
 
 
-def run_batch(
-    vec: TaskVectorEnv, task: TaskSpec, slots: list[tuple[int, int] | None], ctx: RolloutContext
-) -> list[EpisodeRecord]:
-    videos = _start_videos(ctx.videos, task, slots)
-    try:
-        return _roll_out(vec, task, slots, ctx, videos)
-    finally:
-        for video in videos.values():
-            video.abort()
+@dataclass
+class _Episode:
+    """The running episode of one sub-env."""
+
+    index: int
+    seed: int
+    init_state: int | None
+    started: float
+    video: EpisodeVideo | None
+    sum_reward: float = 0.0
+    max_reward: float = -np.inf
+    success: bool = False
+    steps: int = 0
 
 
-def _roll_out(
-    vec: TaskVectorEnv,
-    task: TaskSpec,
-    slots: list[tuple[int, int] | None],
-    ctx: RolloutContext,
-    videos: dict[int, EpisodeVideo],
+def _run_batch(
+    vec: TaskVectorEnv, task: TaskSpec, pending: deque[tuple[int, int]], ctx: RolloutContext
 ) -> list[EpisodeRecord]:
-    n = len(slots)
-    obs, reset_info = vec.reset(options={EPISODES_KEY: slots})
-    _capture_frames(vec, videos, list(videos))
-    init_states = np.asarray(reset_info.get(INIT_STATE_KEY, np.full(n, -1)))
-    ctx.policy.reset(task, [s[1] if s else None for s in slots])
-    done = np.array([s is None for s in slots])
-    sum_reward = np.zeros(n)
-    max_reward = np.full(n, -np.inf)
-    success = np.zeros(n, dtype=bool)
-    steps = np.zeros(n, dtype=int)
-    started = time.perf_counter()
+    """Episodes from `pending` on every sub-env until none is running.
+
+    A policy that can reset one sub-env's state (`reset_slots`) gets the next pending episode on a sub-env as
+    soon as its episode ends; other policies (LeRobot's keep batch-wide action queues) start a new batch once
+    every episode of this one has ended, the finished sub-envs idling meanwhile.
+    """
+    n = vec.num_envs
+    refill = callable(getattr(ctx.policy, "reset_slots", None))
+    running: list[_Episode | None] = [None] * n
     records: list[EpisodeRecord] = []
-    descriptions = [task.description] * n
-    while not done.all():
-        batch = ctx.env_pre({RAW_KEY: obs, "task": list(descriptions)})
-        action = ctx.env_post({"action": ctx.policy.select_action(batch)})["action"]
-        obs, reward, _, _, info = vec.step(_as_actions(action, n, vec.single_action_space.dtype))
-        active = ~done
-        _capture_frames(vec, videos, list(videos))  # the slots whose episode ran this step
-        sum_reward[active] += reward[active]
-        max_reward[active] = np.maximum(max_reward[active], reward[active])
-        steps[active] += 1
-        success[active] |= np.asarray(info["is_success"], dtype=bool)[active]
-        finished = active & np.asarray(info["done"], dtype=bool)
-        for i in np.flatnonzero(finished):
-            k, seed = slots[i]  # type: ignore[misc]
-            records.append(
-                EpisodeRecord(
-                    task_group=task.group,
-                    task_id=task.task_id,
-                    task_name=task.name,
-                    task=task.description,
-                    episode_index=k,
-                    seed=seed,
-                    success=bool(success[i]),
-                    sum_reward=float(sum_reward[i]),
-                    max_reward=float(max_reward[i]),
-                    steps=int(steps[i]),
-                    wall_s=round(time.perf_counter() - started, 4),
-                    init_state_id=None if init_states[i] < 0 else int(init_states[i]),
-                    video_path=videos.pop(i).finish() if i in videos else None,
-                )
-            )
-        done |= finished
+    try:
+        starts = {i: pending.popleft() for i in range(n) if pending}
+        obs = _start(vec, task, running, starts, ctx, first=True)
+        while any(running):
+            batch = ctx.env_pre({RAW_KEY: obs, "task": [task.description] * n})
+            action = ctx.env_post({"action": ctx.policy.select_action(batch)})["action"]
+            obs, reward, _, _, info = vec.step(_as_actions(action, n, vec.single_action_space.dtype))
+            _capture_frames(vec, running)
+            ended = {}
+            for i, episode in enumerate(running):
+                if episode is None:
+                    continue
+                episode.sum_reward += float(reward[i])
+                episode.max_reward = max(episode.max_reward, float(reward[i]))
+                episode.steps += 1
+                episode.success |= bool(info["is_success"][i])
+                if info["done"][i]:
+                    records.append(_record(task, episode))
+                    running[i] = None
+                    if refill and pending:
+                        ended[i] = pending.popleft()
+            if ended:
+                obs = _start(vec, task, running, ended, ctx, first=False)
+    finally:
+        for episode in running:
+            if episode is not None and episode.video is not None:
+                episode.video.abort()
     return records
 
 
-def _start_videos(
-    recorder: VideoRecorder | None, task: TaskSpec, slots: list[tuple[int, int] | None]
-) -> dict[int, EpisodeVideo]:
-    """Videos of this batch's slots whose episode is to be filmed, by slot."""
-    if recorder is None:
-        return {}
-    return {i: recorder.start(task, slot[0]) for i, slot in enumerate(slots) if slot and recorder.wants(slot[0])}
+def _start(
+    vec: TaskVectorEnv,
+    task: TaskSpec,
+    running: list[_Episode | None],
+    starts: dict[int, tuple[int, int]],
+    ctx: RolloutContext,
+    first: bool,
+) -> Any:
+    """Resets the sub-envs in `starts` (slot -> (episode index, seed)) into their episodes; the others, when
+    not `first`, keep running untouched. Returns the observation of every sub-env."""
+    slots = [starts.get(i) for i in range(vec.num_envs)]
+    options: dict[str, Any] = {EPISODES_KEY: slots}
+    if not first:
+        options[RESET_MASK_KEY] = [slot is not None for slot in slots]
+    obs, info = vec.reset(options=options)
+    seeds = {i: seed for i, (_, seed) in starts.items()}
+    if first:
+        ctx.policy.reset(task, [seeds.get(i) for i in range(vec.num_envs)])
+    else:
+        ctx.policy.reset_slots(task, seeds)  # type: ignore[attr-defined]
+    now = time.perf_counter()
+    for i, (k, seed) in starts.items():
+        init_state = int(info[INIT_STATE_KEY][i])
+        video = ctx.videos.start(task, k) if ctx.videos is not None and ctx.videos.wants(k) else None
+        running[i] = _Episode(k, seed, None if init_state < 0 else init_state, now, video)
+    _capture_frames(vec, running, only=set(starts))
+    return obs
 
 
-def _capture_frames(vec: TaskVectorEnv, videos: dict[int, EpisodeVideo], wanted: list[int]) -> None:
-    """Renders only the slots in `wanted`; a slot that yields no frame loses its video."""
+def _record(task: TaskSpec, episode: _Episode) -> EpisodeRecord:
+    return EpisodeRecord(
+        task_group=task.group,
+        task_id=task.task_id,
+        task_name=task.name,
+        task=task.description,
+        episode_index=episode.index,
+        seed=episode.seed,
+        success=episode.success,
+        sum_reward=episode.sum_reward,
+        max_reward=episode.max_reward,
+        steps=episode.steps,
+        wall_s=round(time.perf_counter() - episode.started, 4),
+        init_state_id=episode.init_state,
+        video_path=episode.video.finish() if episode.video is not None else None,
+    )
+
+
+def _capture_frames(vec: TaskVectorEnv, running: list[_Episode | None], only: set[int] | None = None) -> None:
+    """Renders only the sub-envs whose running episode is filmed; one that yields no frame loses its video."""
+    wanted = [i for i, e in enumerate(running) if e is not None and e.video is not None and (only is None or i in only)]
     if not wanted:
         return
     frames = vec.render_frames(wanted)
     for i in wanted:
+        episode = running[i]
+        assert episode is not None and episode.video is not None
         if frames[i] is None:
             _warn_no_frames(vec.task)
-            videos.pop(i).abort()
+            episode.video.abort()
+            episode.video = None
         else:
-            videos[i].add(frames[i])
+            episode.video.add(frames[i])
 
 
 def _warn_no_frames(task: TaskSpec) -> None:

@@ -214,11 +214,9 @@ def test_diffusion_noise_is_seeded_per_batch(compose: Callable, checkpoints: dic
 
 
 def test_smolvla_tokenizer_gets_one_task_string_per_sample(compose: Callable, checkpoints: dict[str, Path]) -> None:
-    import torch
-
     env, policy = build(compose, "env=pusht", "policy=smolvla", f"policy.path={checkpoints['smolvla']}")
     task = env.tasks()[0]
-    batch = {k: torch.cat([v, v]) for k, v in first_batch(env).items() if k.startswith("observation.")}
+    batch = {k: np.concatenate([v, v]) for k, v in first_batch(env).items() if k.startswith("observation.")}
     text = task.description
     actions = []
     for given in ([text, text], text, (text, text), np.array([text, text])):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from lerobot_hydra.processors.libero import LiberoObservation, quat_to_axis_angle
-from lerobot_hydra.processors.observation import RAW_KEY, MapObservationKeys, ToTorch
+from lerobot_hydra.processors.observation import RAW_KEY, LeRobotLayout, MapObservationKeys
 from tests.conftest import outcome, read_episodes, run_eval
 
 SIZE = 64
@@ -232,10 +232,13 @@ def test_processors_give_what_lerobot_libero_policies_read(first_frame: tuple[di
         "robot0_eye_in_hand": "observation.images.image2",
         "state": "observation.state",
     }
-    pipeline = [LiberoObservation(["agentview", "robot0_eye_in_hand"]), MapObservationKeys(features), ToTorch()]
+    from lerobot_hydra.policies.lerobot_runtime import as_tensors
+
+    pipeline = [LiberoObservation(["agentview", "robot0_eye_in_hand"]), MapObservationKeys(features), LeRobotLayout()]
     ours: dict[str, Any] = {RAW_KEY: raw, "task": [TASK_0]}
     for step in pipeline:
         ours = step(ours)
+    ours = as_tensors(ours)  # what the LeRobot loader hands the checkpoint's preprocessor
 
     assert set(ours) == {"observation.images.image", "observation.images.image2", "observation.state", "task"}
     for key in ("observation.images.image", "observation.images.image2"):

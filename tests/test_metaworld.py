@@ -136,7 +136,7 @@ def test_episode_ends_at_first_success_and_counts_that_step(tmp_path: Path) -> N
 
 
 def test_observation_keys_follow_lerobot_convention() -> None:
-    from lerobot_hydra.processors.observation import RAW_KEY, MapObservationKeys, ToTorch
+    from lerobot_hydra.processors.observation import RAW_KEY, LeRobotLayout, MapObservationKeys
 
     cfg = MetaWorldEnvConfig(task="reach-v3", obs_type="pixels_agent_pos", observation_height=64, observation_width=64)
     env = cfg.make_env(cfg.tasks()[0], render=False)
@@ -148,11 +148,11 @@ def test_observation_keys_follow_lerobot_convention() -> None:
         "environment_state": "observation.environment_state",
         "pixels": "observation.image",
     }
-    out = ToTorch()(MapObservationKeys(features)(batch))
+    out = LeRobotLayout()(MapObservationKeys(features)(batch))
     assert tuple(out["observation.state"].shape) == (1, 4)
     assert tuple(out["observation.environment_state"].shape) == (1, 39)
     assert tuple(out["observation.image"].shape) == (1, 3, 64, 64)
-    assert str(out["observation.image"].dtype) == "torch.float32"
+    assert all(out[k].dtype == np.float32 for k in ("observation.image", "observation.state"))
     assert 0.0 <= float(out["observation.image"].min()) and float(out["observation.image"].max()) <= 1.0
     assert np.asarray(out["observation.image"]).std() > 0.01
     assert out["task"] == ["Reach a goal position"]

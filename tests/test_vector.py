@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lerobot_hydra.policies.random import RandomPolicy
-from lerobot_hydra.processors.observation import MapObservationKeys, ToNumpyAction, ToTorch
+from lerobot_hydra.processors.observation import LeRobotLayout, MapObservationKeys, ToNumpyAction
 from lerobot_hydra.processors.pipeline import Pipeline
 from lerobot_hydra.progress import Progress
 from lerobot_hydra.records import EpisodeRecord
@@ -25,7 +25,7 @@ def run(cfg: CountingEnvConfig, n_episodes: int, batch: int, use_async: bool, la
         cfg,
         work,
         RandomPolicy(action_space),
-        Pipeline([MapObservationKeys({}), ToTorch()]),
+        Pipeline([MapObservationKeys({}), LeRobotLayout()]),
         Pipeline([ToNumpyAction()]),
         base_seed=10,
         batch_size=batch,

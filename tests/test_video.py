@@ -14,7 +14,7 @@ import pytest
 
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.policies.random import RandomPolicy
-from lerobot_hydra.processors.observation import MapObservationKeys, ToNumpyAction, ToTorch
+from lerobot_hydra.processors.observation import LeRobotLayout, MapObservationKeys, ToNumpyAction
 from lerobot_hydra.processors.pipeline import Pipeline
 from lerobot_hydra.progress import Progress
 from lerobot_hydra.records import EpisodeRecord
@@ -79,7 +79,7 @@ def rollout(cfg: FrameEnvConfig, run_dir: Path, n_episodes: int, filmed: int, ba
             cfg,
             [TaskWork(t, list(range(n_episodes))) for t in cfg.tasks()],
             RandomPolicy(action_space),
-            Pipeline([MapObservationKeys({}), ToTorch()]),
+            Pipeline([MapObservationKeys({}), LeRobotLayout()]),
             Pipeline([ToNumpyAction()]),
             base_seed=0,
             batch_size=batch,

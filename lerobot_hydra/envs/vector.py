@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +28,8 @@ from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 EPISODES_KEY = "episodes"
 # Reset info key of the benchmark's initial-state id for the episode (-1: the benchmark has none).
 INIT_STATE_KEY = "init_state_id"
+# Reset option: which sub-envs to reset (the others keep running untouched); absent: all of them.
+RESET_MASK_KEY = "reset_mask"
 
 
 def zeros_like_space(space: gym.Space) -> Any:
@@ -37,8 +40,17 @@ def zeros_like_space(space: gym.Space) -> Any:
 
 class SlotEnv(gym.Env):
     def __init__(
-        self, slot: int, observation_space: gym.Space, action_space: gym.Space, metadata: dict[str, Any]
+        self,
+        slot: int,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        metadata: dict[str, Any],
+        render_threads: int | None = None,
     ) -> None:
+        if render_threads is not None:
+            # Mesa's llvmpipe (OSMesa) renders with one thread per core by default; N workers doing so would
+            # oversubscribe the CPU. Read when the first GL context is created, i.e. after this.
+            os.environ["LP_NUM_THREADS"] = str(render_threads)
         self.slot = slot
         self.observation_space = observation_space
         self.action_space = action_space
@@ -111,12 +123,30 @@ class SlotEnv(gym.Env):
         self._close_sim()
 
 
-def _forkserver_context(preload: list[str]) -> str:
-    """forkserver keeps GL contexts and CUDA state of the parent out of the workers, and forks them quickly."""
+def worker_context(config: EnvConfig) -> str:
+    """forkserver keeps GL contexts and CUDA state of the parent out of the workers, and forks them quickly
+    from a server that has imported the benchmark's modules once."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return "spawn"
-    multiprocessing.set_forkserver_preload(["lerobot_hydra.envs.vector", *preload])
+    multiprocessing.set_forkserver_preload(["lerobot_hydra.envs.vector", *config.worker_preload()])
     return "forkserver"
+
+
+def prestart_workers(config: EnvConfig) -> None:
+    """Start the forkserver now, so that its imports overlap the parent's (policy loading, torch)."""
+    if worker_context(config) == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
+def render_threads_per_worker(n_workers: int) -> int | None:
+    """CPU rendering threads for each of `n_workers` workers; None when the user set LP_NUM_THREADS."""
+    if "LP_NUM_THREADS" in os.environ:
+        return None
+    from lerobot_hydra.config import available_cpus
+
+    return max(1, available_cpus() // n_workers)
 
 
 class EnvPool:
@@ -133,12 +163,13 @@ class EnvPool:
         self.config = config.without_processors()
         self.render = render
         metadata = {"render_modes": ["rgb_array"], "render_fps": config.fps}
-        fns = [functools.partial(SlotEnv, i, spaces[0], spaces[1], metadata) for i in range(n_envs)]
-        if use_async and n_envs > 1:
-            context = _forkserver_context(config.worker_preload())
-            self.vec: gym.vector.VectorEnv = gym.vector.AsyncVectorEnv(fns, shared_memory=True, context=context)
-        else:
-            self.vec = gym.vector.SyncVectorEnv(fns)
+        from lerobot_hydra.envs.slot_vector import SlotVectorEnv
+
+        workers = use_async and n_envs > 1
+        threads = render_threads_per_worker(n_envs) if workers else None
+        fns = [functools.partial(SlotEnv, i, *spaces, metadata, threads) for i in range(n_envs)]
+        context = worker_context(config) if workers else None
+        self.vec: gym.vector.VectorEnv = SlotVectorEnv(fns, *spaces, metadata, context=context)
         self._bound: TaskSpec | None = None
 
     def bind(self, task: TaskSpec) -> None:

@@ -21,9 +21,18 @@ class Policy(Protocol):
         """A policy with its own per-episode state that shares this one's weights (for parallel tasks)."""
 
 
+class RowResettablePolicy(Policy, Protocol):
+    """A policy whose per-episode state is per batch row. It gets each sub-env's next episode as soon as the
+    previous one ends; any other policy starts a new batch only when every episode of the current one has ended."""
+
+    def reset_slots(self, task: TaskSpec, seeds: dict[int, int]) -> None:
+        """Start new episodes on the given batch rows only (row -> episode seed); the other rows continue."""
+
+
 @dataclass
 class PolicyConfig:
     """Base of every policy config. Subclasses are dataclasses named by `_target_` in `conf/policy/*.yaml`."""
 
     def build(self, env: EnvConfig, device: str) -> Policy:
+        """`device` is the top-level setting as configured (`auto` included; see `gl.resolve_device`)."""
         raise NotImplementedError

@@ -23,6 +23,17 @@ from lerobot_hydra.envs.base import TaskSpec
 SEED_OFFSET = 104729
 
 
+def as_tensors(batch: dict[str, Any]) -> dict[str, Any]:
+    """The env side's numpy arrays as CPU tensors (zero-copy); the preprocessor's device step moves them."""
+    import numpy as np
+    import torch
+
+    return {
+        k: torch.from_numpy(v) if isinstance(v, np.ndarray) and np.issubdtype(v.dtype, np.number) else v
+        for k, v in batch.items()
+    }
+
+
 class LaneRng:
     """One lane's state of the global torch generators (CPU and the inference device)."""
 
@@ -128,7 +139,7 @@ class LeRobotPolicy:
     def _policy_batch(self, batch: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         size = 0
-        for key, value in batch.items():
+        for key, value in as_tensors(batch).items():
             if key.startswith("observation."):
                 if key in self.observation_keys:
                     out[self.observation_keys[key]] = value

@@ -45,6 +45,9 @@ class MetaWorldExpertPolicy:
     def reset(self, task: TaskSpec, episode_seeds: Sequence[int | None]) -> None:
         self._expert = expert_for(task.name)
 
+    def reset_slots(self, task: TaskSpec, seeds: dict[int, int]) -> None:
+        pass  # the scripted experts keep no per-episode state
+
     def select_action(self, batch: dict[str, Any]) -> np.ndarray:
         if STATE_KEY not in batch:
             raise UserError(

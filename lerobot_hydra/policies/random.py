@@ -29,11 +29,16 @@ class RandomPolicy:
         self._spaces: list[Any] = []
 
     def reset(self, task: TaskSpec, episode_seeds: Sequence[int | None]) -> None:
-        self._spaces = []
-        for seed in episode_seeds:
-            space = copy.deepcopy(self.action_space)
-            space.seed(None if seed is None else seed + SEED_OFFSET)
-            self._spaces.append(space)
+        self._spaces = [self._space(seed) for seed in episode_seeds]
+
+    def reset_slots(self, task: TaskSpec, seeds: dict[int, int]) -> None:
+        for row, seed in seeds.items():
+            self._spaces[row] = self._space(seed)
+
+    def _space(self, seed: int | None) -> Any:
+        space = copy.deepcopy(self.action_space)
+        space.seed(None if seed is None else seed + SEED_OFFSET)
+        return space
 
     def select_action(self, batch: dict[str, Any]) -> np.ndarray:
         return np.stack([space.sample() for space in self._spaces])

@@ -1,7 +1,7 @@
 """Raw vector-env observations -> LeRobot's batch convention.
 
 LeRobot policies read `observation.state`, `observation.image` or `observation.images.<camera>` as
-float32 tensors, images CHW in [0, 1], plus `task` (a list of language strings, one per sub-env).
+float32, images CHW in [0, 1], plus `task` (a list of language strings, one per sub-env).
 """
 
 from __future__ import annotations
@@ -48,21 +48,23 @@ class MapObservationKeys:
 
 
 @dataclass
-class ToTorch:
-    """numpy -> torch: uint8 HWC images become float32 CHW in [0, 1], other arrays float32."""
+class LeRobotLayout:
+    """LeRobot's array layout, in numpy: uint8 HWC images become float32 CHW in [0, 1], other numbers float32.
+
+    Tensors are left to the policies that want them (the LeRobot loader moves the batch to torch on its device),
+    so native policies and the whole env side never import torch.
+    """
 
     def __call__(self, batch: Batch) -> Batch:
-        import torch
-
         for key, value in list(batch.items()):
-            if not isinstance(value, np.ndarray):
+            if not isinstance(value, np.ndarray) or not np.issubdtype(value.dtype, np.number):
                 continue
-            tensor = torch.from_numpy(np.ascontiguousarray(value))
             if value.dtype == np.uint8 and value.ndim == 4:
-                tensor = tensor.permute(0, 3, 1, 2).to(torch.float32).div_(255.0)
-            elif tensor.is_floating_point() or tensor.dtype in (torch.int32, torch.int64):
-                tensor = tensor.to(torch.float32)
-            batch[key] = tensor
+                image = np.empty((value.shape[0], value.shape[3], *value.shape[1:3]), dtype=np.float32)
+                np.multiply(value.transpose(0, 3, 1, 2), np.float32(1 / 255), out=image)
+                batch[key] = image
+            else:
+                batch[key] = value.astype(np.float32, copy=False)
         return batch
 
 
