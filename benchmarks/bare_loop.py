@@ -70,7 +70,7 @@ def main() -> int:
     ours_s, info = timed_eval()
     ours_wins = sum(sum(t["metrics"]["successes"]) for t in info["per_task"])
     ok &= verdict(
-        "MetaWorld state, scripted experts",
+        "MetaWorld MT50 x 10 (python eval.py), scripted experts",
         bare_s / ours_s,
         0.95,
         f"bare {bare_s:.1f} s vs eval.py {ours_s:.1f} s; successes {bare_wins} vs {ours_wins}",

@@ -26,11 +26,11 @@ from tests.conftest import ROOT, outcome, read_json, run_eval
 WORKLOAD = ("env.task=[reach-v3,push-v3]", "eval.n_episodes=3", "env.episode_length=50", "eval.batch_size=1")
 # The random policy never succeeds early, so each of its episodes takes the same, measurable time.
 SLOW_WORKLOAD = (
-    "env.task=[reach-v3]",
+    "env.task=[push-v3]",
     "policy=random",
     "env.obs_type=state",
     "eval.n_episodes=8",
-    "env.episode_length=200",
+    "env.episode_length=500",
     "eval.batch_size=1",
 )
 SLURM_TIMEOUT_S = 420

@@ -61,7 +61,8 @@ class LeRobotLayout:
                 continue
             if value.dtype == np.uint8 and value.ndim == 4:
                 image = np.empty((value.shape[0], value.shape[3], *value.shape[1:3]), dtype=np.float32)
-                np.multiply(value.transpose(0, 3, 1, 2), np.float32(1 / 255), out=image)
+                # A division, not a multiplication by 1/255: bit-identical to LeRobot's own conversion.
+                np.divide(value.transpose(0, 3, 1, 2), np.float32(255), out=image)
                 batch[key] = image
             else:
                 batch[key] = value.astype(np.float32, copy=False)
