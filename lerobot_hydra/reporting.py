@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lerobot_hydra.errors import UserError, missing_extra
+from lerobot_hydra.errors import UserError
 from lerobot_hydra.loggers import ExperimentLogger, RunMeta, build_logger, merged_run
 from lerobot_hydra.records import write_json_atomic
 from lerobot_hydra.results import format_table
@@ -104,7 +104,7 @@ def _plots(info: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     try:
         return {"success_by_task": success_by_task(info, out_dir / SUCCESS_PLOT)}
     except ImportError as err:
-        log.warning("no success plot: %s", missing_extra(err.name or "matplotlib", "video"))
+        log.warning("no success plot: '%s' is not installed; reinstall with: pip install -e .", err.name)
         return {}
     except Exception as err:  # noqa: BLE001 - a missing figure never costs the results
         log.warning("the success plot could not be drawn: %s", err)

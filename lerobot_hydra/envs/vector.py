@@ -13,7 +13,9 @@ idle and never touches the simulator.
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import gc
 import multiprocessing
 import os
 from collections.abc import Sequence
@@ -30,6 +32,16 @@ EPISODES_KEY = "episodes"
 INIT_STATE_KEY = "init_state_id"
 # Reset option: which sub-envs to reset (the others keep running untouched); absent: all of them.
 RESET_MASK_KEY = "reset_mask"
+
+
+def release_memory() -> None:
+    """Collects a closed simulator's reference cycles and hands freed heap back to the OS, so that a worker
+    serving task after task stays at one simulator's footprint instead of accumulating fragments."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc: the memory is reused by the next simulator all the same
 
 
 def zeros_like_space(space: gym.Space) -> Any:
@@ -118,6 +130,7 @@ class SlotEnv(gym.Env):
         if self._env is not None:
             self._env.close()
             self._env = None
+            release_memory()
 
     def close(self) -> None:
         self._close_sim()
