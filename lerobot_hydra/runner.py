@@ -63,11 +63,14 @@ class RolloutContext:
 def run_task(vec: TaskVectorEnv, work: TaskWork, ctx: RolloutContext, progress: Progress) -> None:
     bar = progress.start(work.task, total=work.done + len(work.episodes), done=work.done, successes=work.successes)
     pending = deque((k, episode_seed(ctx.base_seed, k)) for k in work.episodes)
+
+    def emit(record: EpisodeRecord) -> None:
+        ctx.on_record(record)
+        bar.update(record)
+
     try:
         while pending:
-            for record in _run_batch(vec, work.task, pending, ctx):
-                ctx.on_record(record)
-                bar.update(record)
+            _run_batch(vec, work.task, pending, ctx, emit)
     finally:
         progress.finish(bar)
 
@@ -88,9 +91,10 @@ class _Episode:
 
 
 def _run_batch(
-    vec: TaskVectorEnv, task: TaskSpec, pending: deque[tuple[int, int]], ctx: RolloutContext
-) -> list[EpisodeRecord]:
-    """Episodes from `pending` on every sub-env until none is running.
+    vec: TaskVectorEnv, task: TaskSpec, pending: deque[tuple[int, int]], ctx: RolloutContext, emit: OnRecord
+) -> None:
+    """Episodes from `pending` on every sub-env until none is running, each record emitted (and so flushed to
+    disk) the moment its episode ends.
 
     A policy that can reset one sub-env's state (`reset_slots`) gets the next pending episode on a sub-env as
     soon as its episode ends; other policies (LeRobot's keep batch-wide action queues) start a new batch once
@@ -99,7 +103,6 @@ def _run_batch(
     n = vec.num_envs
     refill = callable(getattr(ctx.policy, "reset_slots", None))
     running: list[_Episode | None] = [None] * n
-    records: list[EpisodeRecord] = []
     try:
         starts = {i: pending.popleft() for i in range(n) if pending}
         obs = _start(vec, task, running, starts, ctx, first=True)
@@ -117,8 +120,8 @@ def _run_batch(
                 episode.steps += 1
                 episode.success |= bool(info["is_success"][i])
                 if info["done"][i]:
-                    records.append(_record(task, episode))
                     running[i] = None
+                    emit(_record(task, episode))
                     if refill and pending:
                         ended[i] = pending.popleft()
             if ended:
@@ -127,7 +130,6 @@ def _run_batch(
         for episode in running:
             if episode is not None and episode.video is not None:
                 episode.video.abort()
-    return records
 
 
 def _start(

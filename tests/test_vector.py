@@ -4,6 +4,7 @@ post-episode simulation, and episode outcomes independent of batching and lanes.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,14 @@ from lerobot_hydra.runner import TaskWork, evaluate
 from tests.counting_env import CountingEnvConfig, events
 
 
-def run(cfg: CountingEnvConfig, n_episodes: int, batch: int, use_async: bool, lanes: int = 1) -> list[EpisodeRecord]:
+def run(
+    cfg: CountingEnvConfig,
+    n_episodes: int,
+    batch: int,
+    use_async: bool,
+    lanes: int = 1,
+    on_record: Callable[[EpisodeRecord], None] | None = None,
+) -> list[EpisodeRecord]:
     records: list[EpisodeRecord] = []
     _, action_space = cfg.spaces(cfg.tasks()[0])
     work = [TaskWork(t, list(range(n_episodes))) for t in cfg.tasks()]
@@ -31,7 +39,7 @@ def run(cfg: CountingEnvConfig, n_episodes: int, batch: int, use_async: bool, la
         batch_size=batch,
         use_async=use_async,
         max_parallel_tasks=lanes,
-        on_record=records.append,
+        on_record=on_record or records.append,
         progress=Progress(60.0),
     )
     return sorted(records, key=lambda r: r.unit)
@@ -78,3 +86,18 @@ def test_outcomes_do_not_depend_on_batch_size_or_parallel_tasks(tmp_path: Path) 
         results.append(outcomes(run(cfg, n_episodes=5, batch=batch, use_async=use_async, lanes=lanes)))
     assert all(r == results[0] for r in results)
     assert len(results[0]) == 15
+
+
+def test_each_record_is_handed_over_the_moment_its_episode_ends(tmp_path: Path) -> None:
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(record: EpisodeRecord) -> None:
+        raise Interrupted(record.episode_index)
+
+    cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=1)
+    with pytest.raises(Interrupted) as caught:
+        run(cfg, n_episodes=3, batch=1, use_async=False, on_record=interrupt)
+    assert caught.value.args == (0,)
+    # Episode 0 takes 2 steps; had its record waited for the batch, episodes 1 and 2 would have run too.
+    assert [e["steps"] for e in events(tmp_path) if e["event"] == "closed"] == [2]
