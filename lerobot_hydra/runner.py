@@ -5,7 +5,8 @@ Episode k of a task is seeded with `seed + k` whatever the batch, sub-env, lane 
 success counts up to and including the step that ended the episode, and a finished sub-env is never
 stepped again: it starts the next pending episode at once when the policy can reset one sub-env's state,
 else it idles until every episode of its batch has ended. A filmed episode (see video.py) gets the frame
-after reset and one after each of its steps, rendered only by the sub-envs whose episode is filmed.
+after reset and one after each of its steps, rendered only by the sub-envs whose episode is filmed; worker
+sub-envs draw it right after answering the step, while this process runs the policy for the next one.
 """
 
 from __future__ import annotations
@@ -106,11 +107,17 @@ def _run_batch(
     try:
         starts = {i: pending.popleft() for i in range(n) if pending}
         obs = _start(vec, task, running, starts, ctx, first=True)
+        owed: set[int] = set()  # filmed sub-envs whose frame of the last step is still to be collected
         while any(running):
             batch = ctx.env_pre({RAW_KEY: obs, "task": [task.description] * n})
             action = ctx.env_post({"action": ctx.policy.select_action(batch)})["action"]
+            _capture_frames(vec, running, only=owed)
+            filmed = {i for i, e in enumerate(running) if e is not None and e.video is not None}
+            vec.prerender_after_steps(sorted(filmed))
             obs, reward, _, _, info = vec.step(_as_actions(action, n, vec.single_action_space.dtype))
-            _capture_frames(vec, running)
+            finished = {i for i, e in enumerate(running) if e is not None and info["done"][i]}
+            _capture_frames(vec, running, only=filmed & finished)
+            owed = filmed - finished
             ended = {}
             for i, episode in enumerate(running):
                 if episode is None:
@@ -127,6 +134,7 @@ def _run_batch(
             if ended:
                 obs = _start(vec, task, running, ended, ctx, first=False)
     finally:
+        vec.prerender_after_steps([])
         for episode in running:
             if episode is not None and episode.video is not None:
                 episode.video.abort()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the test suite: starts the local single-node SLURM cluster the sharding tests submit to, then pytest.
-#   bash scripts/test.sh            # everything (about 30 minutes on 2 cores)
+#   bash scripts/test.sh            # everything (about 8 minutes on 2 cores)
 #   bash scripts/test.sh -m "not slow"
 set -euo pipefail
 cd "$(dirname "$0")/.."

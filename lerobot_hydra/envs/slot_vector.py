@@ -27,7 +27,8 @@ from gymnasium.vector.utils import (
 
 from lerobot_hydra.envs.vector import RESET_MASK_KEY
 
-STEP, DONE = b"s", b"k"
+# One byte each way per step; STEP_RENDER also has the worker render a frame once it has answered.
+STEP, STEP_RENDER, DONE = b"s", b"r", b"k"
 # Per-slot results of a step: reward, and the SlotEnv's info flags (shared as ctypes typecode, read as dtype).
 RESULT_FIELDS = (("reward", np.float64), ("done", np.bool_), ("is_success", np.bool_))
 TYPECODES = {np.float64: "d", np.bool_: "B"}
@@ -55,6 +56,8 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         self.single_action_space = action_space
         self.observation_space = batch_space(observation_space, self.num_envs)
         self.action_space = batch_space(action_space, self.num_envs)
+        # Sub-envs whose workers render a frame after each step (in-process sub-envs render when asked).
+        self.prerender_slots: frozenset[int] = frozenset()
         self._envs: list[gym.Env] = []
         self._conns: list[Any] = []
         self._processes: list[Any] = []
@@ -104,8 +107,8 @@ class SlotVectorEnv(gym.vector.VectorEnv):
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         if self._conns:
             _copy_tree(self._actions, actions)
-            for conn in self._conns:
-                conn.send_bytes(STEP)
+            for index, conn in enumerate(self._conns):
+                conn.send_bytes(STEP_RENDER if index in self.prerender_slots else STEP)
             for index, conn in enumerate(self._conns):
                 reply = self._receive(index, conn)
                 if reply != DONE:
@@ -204,7 +207,7 @@ def _worker(
     try:
         while True:
             message = conn.recv_bytes()
-            if message == STEP:
+            if message in (STEP, STEP_RENDER):
                 try:
                     observation, reward, _, _, info = env.step(_row(actions, index))
                     write_to_shared_memory(observation_space, index, observation, obs_shm)
@@ -214,6 +217,12 @@ def _worker(
                     conn.send_bytes(DONE)
                 except Exception:  # noqa: BLE001
                     conn.send_bytes(pickle.dumps((False, traceback.format_exc())))
+                    continue
+                if message == STEP_RENDER:
+                    try:
+                        env.prerender()
+                    except Exception:  # noqa: BLE001 - the parent's render() call renders again and reports it
+                        pass
                 continue
             name, args, kwargs, write_obs = pickle.loads(message)
             if name == "close":

@@ -77,6 +77,7 @@ class SlotEnv(gym.Env):
         self._active = False
         self._done = True
         self._steps = 0
+        self._frame: np.ndarray | None = None
 
     def bind(self, config: EnvConfig, task: TaskSpec, render: bool) -> None:
         if (self._config, self._task, self._render) == (config, task, render):
@@ -87,7 +88,7 @@ class SlotEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         episode = (options or {}).get(EPISODES_KEY, [None] * (self.slot + 1))[self.slot]
-        self._steps = 0
+        self._steps, self._frame = 0, None
         if episode is None:
             self._active, self._done, self._last_obs = False, True, self._idle_obs
             return self._idle_obs, {"is_success": False, "done": True, INIT_STATE_KEY: -1}
@@ -105,6 +106,7 @@ class SlotEnv(gym.Env):
     def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict]:
         # Termination is reported through info["done"], never through terminated/truncated, so the
         # vector env never auto-resets a slot mid-batch.
+        self._frame = None
         if not self._active or self._done:
             return self._last_obs, 0.0, False, False, {"is_success": False, "done": True}
         assert self._env is not None and self._task is not None
@@ -115,9 +117,18 @@ class SlotEnv(gym.Env):
         return obs, float(reward), False, False, {"is_success": bool(info.get("is_success", False)), "done": self._done}
 
     def render(self) -> np.ndarray | None:
+        if self._frame is not None:
+            frame, self._frame = self._frame, None
+            return frame
         if self._env is None or not self._active:
             return None
         return self._env.render()
+
+    def prerender(self) -> None:
+        """Renders the current state now and keeps the frame for the next `render()`: a worker does this right
+        after answering a step, so the frame is drawn while the parent runs the policy."""
+        self._frame = None
+        self._frame = self.render()
 
     def render_if_in(self, slots: tuple[int, ...]) -> np.ndarray | None:
         """A frame when this slot is one of `slots`: one vector call renders only the slots that need frames."""
@@ -205,6 +216,10 @@ class TaskVectorEnv(gym.vector.VectorWrapper):
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         self.pool.bind(self.task)
         return self.env.reset(seed=seed, options=options)
+
+    def prerender_after_steps(self, slots: Sequence[int]) -> None:
+        """Until changed, the workers of `slots` render a frame right after each step, ready for `render_frames`."""
+        self.env.prerender_slots = frozenset(slots)  # type: ignore[attr-defined]
 
     def render_frames(self, slots: Sequence[int] | None = None) -> tuple[np.ndarray | None, ...]:
         """A frame per slot (None where the slot has no episode); with `slots`, only those slots render."""
