@@ -61,7 +61,11 @@ class RolloutContext:
     videos: VideoRecorder | None = None
 
 
-def run_task(vec: TaskVectorEnv, work: TaskWork, ctx: RolloutContext, progress: Progress) -> None:
+def run_task(
+    vec: TaskVectorEnv, work: TaskWork, ctx: RolloutContext, progress: Progress, next_task: TaskSpec | None = None
+) -> None:
+    """`next_task`: the task this vector env runs next, whose simulators sub-envs left idle by this task's
+    last episodes start building meanwhile."""
     bar = progress.start(work.task, total=work.done + len(work.episodes), done=work.done, successes=work.successes)
     pending = deque((k, episode_seed(ctx.base_seed, k)) for k in work.episodes)
 
@@ -71,7 +75,7 @@ def run_task(vec: TaskVectorEnv, work: TaskWork, ctx: RolloutContext, progress: 
 
     try:
         while pending:
-            _run_batch(vec, work.task, pending, ctx, emit)
+            _run_batch(vec, work.task, pending, ctx, emit, next_task)
     finally:
         progress.finish(bar)
 
@@ -92,14 +96,20 @@ class _Episode:
 
 
 def _run_batch(
-    vec: TaskVectorEnv, task: TaskSpec, pending: deque[tuple[int, int]], ctx: RolloutContext, emit: OnRecord
+    vec: TaskVectorEnv,
+    task: TaskSpec,
+    pending: deque[tuple[int, int]],
+    ctx: RolloutContext,
+    emit: OnRecord,
+    next_task: TaskSpec | None,
 ) -> None:
     """Episodes from `pending` on every sub-env until none is running, each record emitted (and so flushed to
     disk) the moment its episode ends.
 
     A policy that can reset one sub-env's state (`reset_slots`) gets the next pending episode on a sub-env as
     soon as its episode ends; other policies (LeRobot's keep batch-wide action queues) start a new batch once
-    every episode of this one has ended, the finished sub-envs idling meanwhile.
+    every episode of this one has ended, the finished sub-envs idling meanwhile. Once no episode of the task
+    is pending, a sub-env without one starts building `next_task`'s simulator (in its worker).
     """
     n = vec.num_envs
     refill = callable(getattr(ctx.policy, "reset_slots", None))
@@ -107,6 +117,10 @@ def _run_batch(
     try:
         starts = {i: pending.popleft() for i in range(n) if pending}
         obs = _start(vec, task, running, starts, ctx, first=True)
+        if next_task is not None and not pending:
+            for i in range(n):
+                if running[i] is None:
+                    vec.prepare_ahead(i, next_task)
         owed: set[int] = set()  # filmed sub-envs whose frame of the last step is still to be collected
         while any(running):
             batch = ctx.env_pre({RAW_KEY: obs, "task": [task.description] * n})
@@ -131,6 +145,8 @@ def _run_batch(
                     emit(_record(task, episode))
                     if refill and pending:
                         ended[i] = pending.popleft()
+                    elif next_task is not None and not pending:
+                        vec.prepare_ahead(i, next_task)
             if ended:
                 obs = _start(vec, task, running, ended, ctx, first=False)
     finally:
@@ -251,8 +267,11 @@ def evaluate(
         envs = env_cfg.create_envs(n_envs, use_async, tasks=[w.task for w in lane_work], render=render)
         ctx = RolloutContext(lane_policy, env_pre, env_post, base_seed, locked_record, videos)
         try:
-            for w in lane_work:
-                run_task(envs[w.task.group][w.task.task_id], w, ctx, progress)
+            vecs = [envs[w.task.group][w.task.task_id] for w in lane_work]
+            for j, w in enumerate(lane_work):
+                following = vecs[j + 1] if j + 1 < len(vecs) else None
+                next_task = following.task if following is not None and following.pool is vecs[j].pool else None
+                run_task(vecs[j], w, ctx, progress, next_task)
         finally:
             close_task_vector_envs(envs)
 

@@ -1,21 +1,27 @@
 """The vector-env machinery: lazy simulators in workers, workers reused across tasks, no surplus or
-post-episode simulation, and episode outcomes independent of batching and lanes."""
+post-episode simulation, records handed over as episodes end, the next task's simulators built by sub-envs idle at a
+task's end, and episode outcomes independent of batching and lanes."""
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
+from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.policies.random import RandomPolicy
 from lerobot_hydra.processors.observation import LeRobotLayout, MapObservationKeys, ToNumpyAction
 from lerobot_hydra.processors.pipeline import Pipeline
 from lerobot_hydra.progress import Progress
 from lerobot_hydra.records import EpisodeRecord
 from lerobot_hydra.runner import TaskWork, evaluate
-from tests.counting_env import CountingEnvConfig, events
+from tests.counting_env import CountingEnv, CountingEnvConfig, events
 
 
 def run(
@@ -101,3 +107,45 @@ def test_each_record_is_handed_over_the_moment_its_episode_ends(tmp_path: Path) 
     assert caught.value.args == (0,)
     # Episode 0 takes 2 steps; had its record waited for the batch, episodes 1 and 2 would have run too.
     assert [e["steps"] for e in events(tmp_path) if e["event"] == "closed"] == [2]
+
+
+@dataclass
+class HandoverEnvConfig(CountingEnvConfig):
+    """Task 0's last episode cannot end until task 1's simulator exists (or 10 s pass): it ends in time only
+    if a sub-env left idle by task 0 builds task 1's simulator while that episode runs."""
+
+    def make_env(self, task: TaskSpec, render: bool) -> Any:
+        return HandoverEnv(Path(self.log_dir), task)
+
+
+class HandoverEnv(CountingEnv):
+    def __init__(self, log_dir: Path, task: TaskSpec) -> None:
+        super().__init__(log_dir, task)
+        (log_dir / f"task_{task.task_id}_built").touch()
+
+    def step(self, action: np.ndarray) -> tuple[dict, float, bool, bool, dict]:
+        out = super().step(action)
+        if self.task.task_id == 0 and self.length == 4 and self.episode_steps == self.length:
+            deadline = time.monotonic() + 10
+            while not (self.log_dir / "task_1_built").exists() and time.monotonic() < deadline:
+                time.sleep(0.005)
+            self._log("task 0 ended", task_1_built=(self.log_dir / "task_1_built").exists())
+        return out
+
+
+def test_sub_envs_idle_at_a_tasks_end_build_the_next_tasks_simulator_meanwhile(tmp_path: Path) -> None:
+    # Batch 2: episodes 0 and 1 (2 and 3 steps) start together; episode 2 (4 steps) takes over the sub-env of
+    # episode 0, so the other sub-env is idle from the end of episode 1 on.
+    cfg = HandoverEnvConfig(log_dir=str(tmp_path), n_tasks=2)
+    records = run(cfg, n_episodes=3, batch=2, use_async=True)
+    log = events(tmp_path)
+    assert [e["task_1_built"] for e in log if e["event"] == "task 0 ended"] == [True]
+    # Still one simulator per sub-env per task, each closed before its sub-env builds the next one.
+    for pid in {e["pid"] for e in log}:
+        assert [(e["event"], e["task"]) for e in log if e["pid"] == pid and e["event"] != "task 0 ended"] == [
+            ("created", 0),
+            ("closed", 0),
+            ("created", 1),
+            ("closed", 1),
+        ]
+    assert [r.steps for r in records] == [2, 3, 4] * 2

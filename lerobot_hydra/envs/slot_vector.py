@@ -58,6 +58,7 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         self.action_space = batch_space(action_space, self.num_envs)
         # Sub-envs whose workers render a frame after each step (in-process sub-envs render when asked).
         self.prerender_slots: frozenset[int] = frozenset()
+        self._parked: dict[int, str] = {}  # workers busy with a started call (`start_call`), skipped by step()
         self._envs: list[gym.Env] = []
         self._conns: list[Any] = []
         self._processes: list[Any] = []
@@ -107,9 +108,14 @@ class SlotVectorEnv(gym.vector.VectorEnv):
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         if self._conns:
             _copy_tree(self._actions, actions)
-            for index, conn in enumerate(self._conns):
-                conn.send_bytes(STEP_RENDER if index in self.prerender_slots else STEP)
-            for index, conn in enumerate(self._conns):
+            stepped = [i for i in range(self.num_envs) if i not in self._parked]
+            for index in stepped:
+                self._conns[index].send_bytes(STEP_RENDER if index in self.prerender_slots else STEP)
+            for index in self._parked:
+                self._results["reward"][index], self._results["done"][index] = 0.0, True
+                self._results["is_success"][index] = False
+            for index in stepped:
+                conn = self._conns[index]
                 reply = self._receive(index, conn)
                 if reply != DONE:
                     raise SlotWorkerError(f"sub-env {index} failed while stepping:\n{pickle.loads(reply)[1]}")
@@ -127,11 +133,27 @@ class SlotVectorEnv(gym.vector.VectorEnv):
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         return tuple(self._call_each(name, [(args, kwargs)] * self.num_envs))
 
+    def call_slots(self, name: str, indices: Sequence[int], *args: Any) -> list[Any]:
+        """Calls `name` on the sub-envs `indices` only; the others are not disturbed."""
+        return self._call_each(name, [(args, {})] * len(indices), indices=list(indices))
+
+    def start_call(self, index: int, name: str, *args: Any) -> None:
+        """Starts `name` on worker `index` without waiting: until its answer is collected (by the next call
+        that involves the sub-env) the sub-env is parked and not stepped. In-process sub-envs: nothing."""
+        if not self._conns or index in self._parked:
+            return
+        self._conns[index].send_bytes(pickle.dumps((name, args, {}, False)))
+        self._parked[index] = name
+
     def close_extras(self, **kwargs: Any) -> None:
         if not self._conns:
             for env in self._envs:
                 env.close()
             return
+        try:
+            self._collect_started(list(self._parked))
+        except SlotWorkerError:
+            pass  # closing anyway
         for conn in self._conns:
             try:
                 conn.send_bytes(pickle.dumps(("close", (), {}, False)))
@@ -158,9 +180,15 @@ class SlotVectorEnv(gym.vector.VectorEnv):
                     _write_row(self.single_observation_space, self._obs, index, obs)
                 out.append(result)
             return out
+        self._collect_started([i for i in indices if i in self._parked])
         for index, (args, kwargs) in zip(indices, calls, strict=True):
             self._conns[index].send_bytes(pickle.dumps((name, args, kwargs, write_obs)))
         return self._gather(name, indices)
+
+    def _collect_started(self, indices: list[int]) -> None:
+        """Waits for the answers of the calls started on `indices` and unparks them; raises their errors."""
+        for index in indices:
+            self._gather(self._parked.pop(index), [index])
 
     def _gather(self, name: str, indices: list[int]) -> list[Any]:
         results, errors = [], []

@@ -86,6 +86,13 @@ class SlotEnv(gym.Env):
         self._config, self._task, self._render = config, task, render
         self._active, self._done, self._last_obs = False, True, self._idle_obs
 
+    def prepare(self, config: EnvConfig, task: TaskSpec, render: bool) -> None:
+        """Binds to `task` and creates its simulator now instead of at the task's first reset (the previous
+        task's simulator is closed first, as in `bind`)."""
+        self.bind(config, task, render)
+        if self._env is None:
+            self._env = config.make_env(task, render=render)
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         episode = (options or {}).get(EPISODES_KEY, [None] * (self.slot + 1))[self.slot]
         self._steps, self._frame = 0, None
@@ -129,10 +136,6 @@ class SlotEnv(gym.Env):
         after answering a step, so the frame is drawn while the parent runs the policy."""
         self._frame = None
         self._frame = self.render()
-
-    def render_if_in(self, slots: tuple[int, ...]) -> np.ndarray | None:
-        """A frame when this slot is one of `slots`: one vector call renders only the slots that need frames."""
-        return self.render() if self.slot in slots else None
 
     def task_description(self) -> str:
         return self._task.description if self._task else ""
@@ -201,6 +204,11 @@ class EnvPool:
             self.vec.call("bind", self.config, task, self.render)
             self._bound = task
 
+    def prepare_ahead(self, slot: int, task: TaskSpec) -> None:
+        """Has an idle worker slot build `task`'s simulator in the background (no-op for in-process slots),
+        so that creating the next task's simulators overlaps the current task's last episodes."""
+        self.vec.start_call(slot, "prepare", self.config, task, self.render)  # type: ignore[attr-defined]
+
     def close(self) -> None:
         self.vec.close()
 
@@ -225,7 +233,14 @@ class TaskVectorEnv(gym.vector.VectorWrapper):
         """A frame per slot (None where the slot has no episode); with `slots`, only those slots render."""
         if slots is None:
             return self.env.call("render")
-        return self.env.call("render_if_in", tuple(slots))
+        frames: list[np.ndarray | None] = [None] * self.num_envs
+        for slot, frame in zip(slots, self.env.call_slots("render", slots), strict=True):  # type: ignore[attr-defined]
+            frames[slot] = frame
+        return tuple(frames)
+
+    def prepare_ahead(self, slot: int, task: TaskSpec) -> None:
+        """Starts building `task`'s simulator on `slot`, which this task no longer uses (see EnvPool)."""
+        self.pool.prepare_ahead(slot, task)
 
     def close(self, **kwargs: Any) -> None:
         # Workers belong to the pool, which the caller closes once all its tasks are done.
