@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 from typing import Any
@@ -87,12 +88,11 @@ def evaluate_config(cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label:
             policy_cfg = instantiate_node(cfg.policy)
             if not isinstance(policy_cfg, PolicyConfig):
                 raise UserError(f"policy._target_ must name a PolicyConfig subclass, got {type(policy_cfg).__name__}")
-            policy = policy_cfg.build(env_cfg, cfg.device)
             env_pre, env_post = env_cfg.build_processors()
             evaluate(
                 env_cfg,
                 work,
-                policy,
+                functools.partial(policy_cfg.build, env_cfg, cfg.device),
                 env_pre,
                 env_post,
                 base_seed=cfg.seed,

@@ -4,6 +4,7 @@ task's end, and episode outcomes independent of batching and lanes."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 from collections.abc import Callable
@@ -31,6 +32,7 @@ def run(
     use_async: bool,
     lanes: int = 1,
     on_record: Callable[[EpisodeRecord], None] | None = None,
+    policy: Callable[[], RandomPolicy] | None = None,
 ) -> list[EpisodeRecord]:
     records: list[EpisodeRecord] = []
     _, action_space = cfg.spaces(cfg.tasks()[0])
@@ -38,7 +40,7 @@ def run(
     evaluate(
         cfg,
         work,
-        RandomPolicy(action_space),
+        policy or RandomPolicy(action_space),
         Pipeline([MapObservationKeys({}), LeRobotLayout()]),
         Pipeline([ToNumpyAction()]),
         base_seed=10,
@@ -149,3 +151,36 @@ def test_sub_envs_idle_at_a_tasks_end_build_the_next_tasks_simulator_meanwhile(t
             ("closed", 1),
         ]
     assert [r.steps for r in records] == [2, 3, 4] * 2
+
+
+def test_workers_build_their_first_simulators_while_the_policy_loads(tmp_path: Path) -> None:
+    cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=2)
+    built_meanwhile: list[int] = []
+
+    def load_policy() -> RandomPolicy:
+        # Stands in for a checkpoint that takes seconds to load: it waits (up to 10 s) for the simulators.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            log = events(tmp_path) if (tmp_path / "events.jsonl").exists() else []
+            if len([e for e in log if e["event"] == "created"]) == 2:
+                break
+            time.sleep(0.01)
+        built_meanwhile.append(len([e for e in log if e["event"] == "created" and e["task"] == 0]))
+        return RandomPolicy(cfg.spaces(cfg.tasks()[0])[1])
+
+    records = run(cfg, n_episodes=2, batch=2, use_async=True, policy=load_policy)
+    assert built_meanwhile == [2], "both workers build task 0's simulator while the policy loads"
+    assert len(records) == 4
+
+
+def test_a_policy_that_fails_to_load_leaves_no_workers_behind(tmp_path: Path) -> None:
+    class Unloadable(Exception):
+        pass
+
+    def load_policy() -> RandomPolicy:
+        raise Unloadable("checkpoint not found")
+
+    cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=2)
+    with pytest.raises(Unloadable):
+        run(cfg, n_episodes=2, batch=2, use_async=True, policy=load_policy)
+    assert not [p for p in multiprocessing.active_children() if p.name.startswith("lerobot_hydra-slot")]

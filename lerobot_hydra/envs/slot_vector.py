@@ -150,20 +150,21 @@ class SlotVectorEnv(gym.vector.VectorEnv):
             for env in self._envs:
                 env.close()
             return
-        try:
-            self._collect_started(list(self._parked))
-        except SlotWorkerError:
-            pass  # closing anyway
-        for conn in self._conns:
-            try:
-                conn.send_bytes(pickle.dumps(("close", (), {}, False)))
-            except OSError:
-                pass
+        # A worker still busy with a started call (building a simulator nobody will use) is stopped, not awaited.
+        for index in self._parked:
+            self._processes[index].terminate()
+        for index, conn in enumerate(self._conns):
+            if index not in self._parked:
+                try:
+                    conn.send_bytes(pickle.dumps(("close", (), {}, False)))
+                except OSError:
+                    pass
         for process, conn in zip(self._processes, self._conns, strict=True):
             process.join(timeout=10)
             if process.is_alive():
                 process.terminate()
             conn.close()
+        self._parked.clear()
         self._conns, self._processes = [], []
 
     def _call_each(
