@@ -45,8 +45,8 @@ class OffloadedPolicy(RandomPolicy):
         return super().select_action(batch)
 
 
-def filming_cost(filmed: bool, length: int = 60) -> float:
-    """Rollout wall seconds of 4 episodes of the offloaded policy, all filmed or none."""
+def timed_rollout(policy_type: type[RandomPolicy], length: int, filmed: bool) -> tuple[float, int]:
+    """(rollout wall s, mp4 files written) of MetaWorld reach-v3, EPISODES episodes, batch 2 async."""
     cfg = MetaWorldEnvConfig(task="reach-v3", obs_type="state", episode_length=length)
     pre, post = cfg.build_processors()
     _, action_space = cfg.spaces(cfg.tasks()[0])
@@ -56,7 +56,7 @@ def filming_cost(filmed: bool, length: int = 60) -> float:
         evaluate(
             cfg,
             [TaskWork(t, list(range(EPISODES))) for t in cfg.tasks()],
-            OffloadedPolicy(action_space),
+            policy_type(action_space),
             pre,
             post,
             base_seed=0,
@@ -71,14 +71,16 @@ def filming_cost(filmed: bool, length: int = 60) -> float:
         wall = time.perf_counter() - start
         if recorder is not None:
             recorder.close()
-        return wall
+        return wall, len(list(Path(out).rglob("*.mp4")))
+
+
+def filming_cost(filmed: bool, length: int = 60) -> float:
+    """Rollout wall seconds of the offloaded policy, every episode filmed or none."""
+    return timed_rollout(OffloadedPolicy, length, filmed)[0]
 
 
 def rollout() -> tuple[float, float, int]:
     """(rollout wall s, seconds inside EpisodeVideo.add, mp4 files written)."""
-    cfg = MetaWorldEnvConfig(task="reach-v3", obs_type="state", episode_length=LENGTH)
-    pre, post = cfg.build_processors()
-    _, action_space = cfg.spaces(cfg.tasks()[0])
     in_add = [0.0]
     original_add = EpisodeVideo.add
 
@@ -89,27 +91,8 @@ def rollout() -> tuple[float, float, int]:
 
     EpisodeVideo.add = timed_add  # type: ignore[method-assign]
     try:
-        with tempfile.TemporaryDirectory() as out:
-            recorder = VideoRecorder(Path(out), cfg.fps, max_per_task=EPISODES)
-            start = time.perf_counter()
-            evaluate(
-                cfg,
-                [TaskWork(t, list(range(EPISODES))) for t in cfg.tasks()],
-                RandomPolicy(action_space),
-                pre,
-                post,
-                base_seed=0,
-                batch_size=2,
-                use_async=True,
-                max_parallel_tasks=1,
-                on_record=lambda record: None,
-                progress=Progress(600.0, tty=False),
-                render=True,
-                videos=recorder,
-            )
-            wall = time.perf_counter() - start
-            recorder.close()
-            return wall, in_add[0], len(list(Path(out).rglob("*.mp4")))
+        wall, written = timed_rollout(RandomPolicy, LENGTH, filmed=True)
+        return wall, in_add[0], written
     finally:
         EpisodeVideo.add = original_add  # type: ignore[method-assign]
 

@@ -229,10 +229,8 @@ class TaskVectorEnv(gym.vector.VectorWrapper):
         """Until changed, the workers of `slots` render a frame right after each step, ready for `render_frames`."""
         self.env.prerender_slots = frozenset(slots)  # type: ignore[attr-defined]
 
-    def render_frames(self, slots: Sequence[int] | None = None) -> tuple[np.ndarray | None, ...]:
-        """A frame per slot (None where the slot has no episode); with `slots`, only those slots render."""
-        if slots is None:
-            return self.env.call("render")
+    def render_frames(self, slots: Sequence[int]) -> tuple[np.ndarray | None, ...]:
+        """A frame from each of `slots` (None where a slot has no episode); the other slots are not touched."""
         frames: list[np.ndarray | None] = [None] * self.num_envs
         for slot, frame in zip(slots, self.env.call_slots("render", slots), strict=True):  # type: ignore[attr-defined]
             frames[slot] = frame
