@@ -43,7 +43,7 @@ class EpisodeRecord:
 def append_jsonl(path: Path, record: EpisodeRecord) -> None:
     """Append one record and push it to disk, so a killed run loses only the episodes in flight."""
     with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record.to_dict()) + "\n")
+        f.write(json.dumps(record.to_dict(), allow_nan=False) + "\n")
         f.flush()
         os.fsync(f.fileno())
 
@@ -63,7 +63,8 @@ def read_jsonl(path: Path) -> list[EpisodeRecord]:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    # Strict JSON: NaN and Infinity are not JSON; an undefined value is None (null).
+    tmp.write_text(json.dumps(data, indent=2, allow_nan=False), encoding="utf-8")
     os.replace(tmp, path)
 
 

@@ -26,9 +26,10 @@ def _summary(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
     wins = sum(r.success for r in records)
     low, high = wilson_interval(wins, n)
     return {
-        "avg_sum_reward": sum(r.sum_reward for r in records) / n if n else float("nan"),
-        "avg_max_reward": sum(r.max_reward for r in records) / n if n else float("nan"),
-        "pc_success": 100.0 * wins / n if n else float("nan"),
+        # None (null in JSON, which has no NaN) when there is no episode to average.
+        "avg_sum_reward": sum(r.sum_reward for r in records) / n if n else None,
+        "avg_max_reward": sum(r.max_reward for r in records) / n if n else None,
+        "pc_success": 100.0 * wins / n if n else None,
         "n_episodes": n,
         "ci95_pc_success": [100.0 * low, 100.0 * high],
         "video_paths": [r.video_path for r in records if r.video_path],
@@ -67,7 +68,7 @@ def aggregate(records: Sequence[EpisodeRecord], eval_s: float) -> dict[str, Any]
         )
     overall = _summary(records)
     overall["eval_s"] = eval_s
-    overall["eval_ep_s"] = eval_s / len(records) if records else float("nan")
+    overall["eval_ep_s"] = eval_s / len(records) if records else None
     return {
         "per_task": tasks_out,
         "per_group": {group: _summary(rs) for group, rs in per_group.items()},
@@ -104,5 +105,7 @@ def format_table(info: dict[str, Any], title: str = "") -> str:
 
 
 def _pc(summary: dict[str, Any]) -> tuple[str, str]:
+    if summary["pc_success"] is None:
+        return "-", "-"
     low, high = summary["ci95_pc_success"]
     return f"{summary['pc_success']:.1f}%", f"[{low:.1f}, {high:.1f}]"
