@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec, split_names
+from lerobot_hydra.envs.libero_init_states import load_init_states
 from lerobot_hydra.errors import UserError, did_you_mean
 
 # Step limits per suite: a little above the longest demonstration of each suite.
@@ -77,6 +78,8 @@ class LiberoEnvConfig(EnvConfig):
 
     def __post_init__(self) -> None:
         self.suites = expand_suites(self.task)
+        if self.task_ids is not None and not self.task_ids:
+            raise UserError("env.task_ids is empty; give task indices such as [0,3], or null for every task")
         if self.obs_type not in OBS_TYPES:
             raise UserError(f"env.obs_type must be one of {', '.join(OBS_TYPES)} for LIBERO, got '{self.obs_type}'")
         if self.control_mode not in CONTROL_MODES:
@@ -156,7 +159,6 @@ class LiberoTaskEnv:
         from lerobot_hydra.envs.libero_setup import prepare_libero
 
         prepare_libero()
-        import torch
         from libero.libero import get_libero_path
         from libero.libero.envs import OffScreenRenderEnv
 
@@ -167,8 +169,7 @@ class LiberoTaskEnv:
         libero_task = load_suite(task.group).get_task(task.task_id)
         bddl = Path(get_libero_path("bddl_files")) / libero_task.problem_folder / libero_task.bddl_file
         init_states = Path(get_libero_path("init_states")) / libero_task.problem_folder / libero_task.init_states_file
-        # LIBERO stores each task's init states as a pickled numpy array (one flattened MuJoCo state per row).
-        self._init_states = np.asarray(torch.load(init_states, weights_only=False))
+        self._init_states = load_init_states(init_states)
         with contextlib.redirect_stdout(io.StringIO()):
             self._env = OffScreenRenderEnv(
                 bddl_file_name=str(bddl),
