@@ -99,9 +99,9 @@ def probe(env_cfg: Any, policy: Any, env_pre: Any, env_post: Any, batch_size: in
         policy.reset(task, [s for _, s in slots])
         env_s = policy_s = 0.0
         steps = 0
-        while steps < min(PROBE_STEPS, task.max_steps - 1) or (
-            env_s + policy_s < PROBE_MIN_S and steps < task.max_steps - 1
-        ):
+        # Stop before the episodes end (a finished sub-env no longer simulates), but time one step at least.
+        limit = max(1, task.max_steps - 1)
+        while steps < min(PROBE_STEPS, limit) or (env_s + policy_s < PROBE_MIN_S and steps < limit):
             t0 = time.perf_counter()
             batch = env_pre({RAW_KEY: obs, "task": [task.description] * batch_size})
             env_post({"action": policy.select_action(batch)})
@@ -189,6 +189,7 @@ def run(overrides: list[str]) -> Recommendation:
     from lerobot_hydra.config import available_cpus, validate
     from lerobot_hydra.evaluation import instantiate_node
     from lerobot_hydra.gl import configure_mujoco_gl, nvidia_gpu_visible, resolve_device
+    from lerobot_hydra.validation import require_tasks
 
     started = time.perf_counter()
     cfg = compose(overrides)
@@ -196,6 +197,7 @@ def run(overrides: list[str]) -> Recommendation:
     gl = configure_mujoco_gl()
     env_cfg = instantiate_node(cfg.env)
     tasks = env_cfg.tasks()
+    require_tasks(tasks)
     device = resolve_device(cfg.device)
     policy = instantiate_node(cfg.policy).build(env_cfg, device)
     env_pre, env_post = env_cfg.build_processors()

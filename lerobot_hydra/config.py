@@ -18,6 +18,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from lerobot_hydra.errors import UserError, did_you_mean
+from lerobot_hydra.validation import check_devices, check_env_values, check_policy_fits_env, check_seeds
 
 
 @dataclass
@@ -132,8 +133,14 @@ def validate(cfg: DictConfig) -> EvalConfig:
         )
     if not isinstance(cfg.device, str) or not _valid_device(cfg.device):
         raise UserError(f"device must be auto, cpu, cuda, cuda:<index> or mps, got '{cfg.device}'")
+    check_seeds(cfg.seed, ev.n_episodes)
+    policy_cls = validate_node(cfg.policy, "policy")
+    # Before the env's keys: a policy YAML may set env keys (metaworld_expert: env.obs_type) that only its env has.
+    if isinstance(cfg.env, DictConfig) and "_target_" in cfg.env:
+        check_policy_fits_env(policy_cls, resolve_target(cfg.env._target_, "env"))
     validate_node(cfg.env, "env")
-    validate_node(cfg.policy, "policy")
+    check_env_values(cfg.env)
+    check_devices(cfg)
     return ev
 
 

@@ -22,6 +22,7 @@ from lerobot_hydra.results import aggregate
 from lerobot_hydra.runner import TaskWork, evaluate
 from lerobot_hydra.sharding import plan_units, shard_units
 from lerobot_hydra.store import RunStore
+from lerobot_hydra.validation import check_shards_have_work, require_tasks
 from lerobot_hydra.video import VideoRecorder, without_missing_videos
 
 log = logging.getLogger("lerobot_hydra")
@@ -59,8 +60,11 @@ def evaluate_config(cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label:
         raise UserError(f"env._target_ must name an EnvConfig subclass, got {type(env_cfg).__name__}")
     logger = build_logger(cfg.get("logger"))
     tasks = env_cfg.tasks()
+    require_tasks(tasks)
     num_shards = eval_cfg.num_shards or 1
-    planned = shard_units(plan_units(tasks, eval_cfg.n_episodes), eval_cfg.shard_id, num_shards)
+    units = plan_units(tasks, eval_cfg.n_episodes)
+    check_shards_have_work(len(units), num_shards, len(tasks), eval_cfg.n_episodes)
+    planned = shard_units(units, eval_cfg.shard_id, num_shards)
     store = RunStore(out_dir, run_identity(cfg, eval_cfg), eval_cfg.shard_id, num_shards, tasks, planned, label)
     done = store.done()
     work = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from lerobot_hydra import autotune
 from lerobot_hydra.autotune import Probe, candidate_batch_sizes, recommend
 from tests.conftest import ROOT
 
@@ -59,3 +60,9 @@ def test_autotune_reports_bad_overrides_in_one_line() -> None:
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("error: unknown env 'nope'") and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_autotune_times_at_least_one_step_of_a_one_step_episode() -> None:
+    overrides = ["env.task=reach-v3", "env.episode_length=1", "eval.n_episodes=1", "eval.max_episodes_rendered=0"]
+    rec = autotune.run(overrides)
+    assert rec.batch_size == 1 and rec.max_parallel_tasks == 1

@@ -35,8 +35,7 @@ class GymEnvConfig(EnvConfig):
     def _register(self) -> None:
         import gymnasium as gym
 
-        if self.gym_id in gym.registry:
-            return
+        # Imported even when the id is registered already: a package that does not import is an error, never ignored.
         if self.package:
             try:
                 importlib.import_module(self.package)
@@ -55,12 +54,12 @@ class GymEnvConfig(EnvConfig):
     @cached_property
     def _spec(self) -> tuple[int, Any, Any]:
         """(max steps, observation space, action space), read from one env made and closed in the parent."""
-        import gymnasium as gym
-
         self._register()
-        env = gym.make(self.gym_id, disable_env_checker=True, **self.gym_kwargs)
+        env = make_with_kwargs(self.gym_id, self.gym_kwargs)
         try:
-            limit = self.episode_length or (env.spec.max_episode_steps if env.spec else None) or DEFAULT_EPISODE_LENGTH
+            limit = self.episode_length
+            if limit is None:
+                limit = (env.spec.max_episode_steps if env.spec else None) or DEFAULT_EPISODE_LENGTH
             return int(limit), env.observation_space, env.action_space
         finally:
             env.close()
@@ -87,16 +86,29 @@ class GymEnvConfig(EnvConfig):
         return state
 
 
+def make_with_kwargs(gym_id: str, gym_kwargs: dict[str, Any], **options: Any) -> Any:
+    """gym.make, with an error of the env's constructor (a keyword it does not take, a bad value) reported as
+    a mistake in env.gym_kwargs."""
+    import gymnasium as gym
+
+    try:
+        return gym.make(gym_id, disable_env_checker=True, **options, **gym_kwargs)
+    except Exception as err:  # noqa: BLE001 - any constructor error is reported with the settings that caused it
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        reason = reason.split(" was raised from the environment creator")[0]  # gymnasium's wrapper adds the kwargs
+        if not gym_kwargs:
+            raise UserError(f"env.gym_id {gym_id} cannot be made: {reason}") from err
+        raise UserError(f"env.gym_kwargs {dict(gym_kwargs)}: {gym_id} cannot be made with them ({reason})") from err
+
+
 class GymTaskEnv:
     def __init__(self, config: GymEnvConfig, task: TaskSpec, render: bool) -> None:
-        import gymnasium as gym
-
         config._register()
         self.config = config
         kwargs = dict(config.gym_kwargs)
         if render:
             kwargs.setdefault("render_mode", "rgb_array")
-        self._env = gym.make(config.gym_id, disable_env_checker=True, max_episode_steps=task.max_steps, **kwargs)
+        self._env = make_with_kwargs(config.gym_id, kwargs, max_episode_steps=task.max_steps)
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         obs, _ = self._env.reset(seed=seed)

@@ -33,6 +33,10 @@ class RowResettablePolicy(Policy, Protocol):
 class PolicyConfig:
     """Base of every policy config. Subclasses are dataclasses named by `_target_` in `conf/policy/*.yaml`."""
 
+    @classmethod
+    def check_env(cls, env_cls: type) -> None:
+        """Raise a UserError when this family cannot drive envs of `env_cls`; run before anything is built."""
+
     def build(self, env: EnvConfig, device: str) -> Policy:
         """`device` is the top-level setting as configured (`auto` included; see `gl.resolve_device`)."""
         raise NotImplementedError

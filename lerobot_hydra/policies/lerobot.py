@@ -28,6 +28,7 @@ from lerobot_hydra.policies.lerobot_checkpoint import (
 )
 from lerobot_hydra.policies.lerobot_features import check_action_shape, env_observation_features, match_features
 from lerobot_hydra.policies.lerobot_runtime import LeRobotPolicy
+from lerobot_hydra.validation import check_device
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -64,7 +65,7 @@ class LeRobotPolicyConfig(PolicyConfig):
             raise missing_extra("lerobot", "lerobot") from err
         if not self.path:
             raise UserError("policy.path is empty; give a Hub repo id (lerobot/diffusion_pusht) or a local directory")
-        device = check_device(resolve_device(self.device))
+        device = check_device(resolve_device(self.device), "policy.device")
         checkpoint = resolve_checkpoint(self.path, self.revision)
         config = self.policy_config(checkpoint, device)
         name = checkpoint.name
@@ -138,24 +139,6 @@ class LeRobotPolicyConfig(PolicyConfig):
             )
         except (ValueError, TypeError, NotImplementedError) as err:
             raise UserError(f"policy.overrides rejected by the {config.type} config: {_first_line(err)}") from err
-
-
-def check_device(device: str) -> str:
-    import torch
-
-    try:
-        parsed = torch.device(device)
-    except RuntimeError as err:
-        raise UserError(f"policy.device '{device}' is not a torch device (auto, cpu, cuda, cuda:<i>, mps)") from err
-    if parsed.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0:
-            raise UserError(f"policy.device is {device} but no CUDA GPU is visible; use device=cpu or device=auto")
-        if parsed.index is not None and parsed.index >= count:
-            raise UserError(f"policy.device is {device} but only {count} CUDA GPU(s) are visible")
-    if parsed.type == "mps" and not torch.backends.mps.is_available():
-        raise UserError("policy.device is mps but MPS is not available here; use device=cpu or device=auto")
-    return device
 
 
 def load_processors(checkpoint: Checkpoint, config: Any, device: str) -> tuple[Any, Any]:

@@ -18,11 +18,21 @@ STATE_KEY = "observation.environment_state"
 
 @dataclass
 class MetaWorldExpertConfig(PolicyConfig):
+    @classmethod
+    def check_env(cls, env_cls: type) -> None:
+        from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig
+
+        if not issubclass(env_cls, MetaWorldEnvConfig):
+            raise UserError(
+                "policy=metaworld_expert (the default policy) works only with env=metaworld; for this env choose "
+                "policy=random or a LeRobot policy (policy=smolvla, pi0, pi05, act, diffusion)"
+            )
+
     def build(self, env: EnvConfig, device: str) -> MetaWorldExpertPolicy:
         from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig
 
-        if not isinstance(env, MetaWorldEnvConfig):
-            raise UserError("policy=metaworld_expert only drives env=metaworld; choose another policy for this env")
+        self.check_env(type(env))
+        assert isinstance(env, MetaWorldEnvConfig)
         if env.obs_type == "pixels":
             raise UserError(
                 "policy=metaworld_expert needs MetaWorld's state; use env.obs_type=state or pixels_agent_pos"

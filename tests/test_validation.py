@@ -1,0 +1,124 @@
+"""Every value a user can set is checked before anything is built; every mistake is one line naming the setting;
+a setting that cannot take effect is refused; no results file holds NaN."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lerobot_hydra.config import validate
+from lerobot_hydra.envs.gym import GymEnvConfig
+from lerobot_hydra.errors import UserError
+from lerobot_hydra.evaluation import evaluate_config, instantiate_node
+from lerobot_hydra.records import write_json_atomic
+from lerobot_hydra.results import aggregate, format_table
+from tests.conftest import read_json, run_eval
+
+DEFAULT_POLICY_LINE = "policy=metaworld_expert (the default policy) works only with env=metaworld"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["seed=-1"], "seed must be 0 or more, got -1"),
+        (["env=gym", "policy=random", "+env.gym_kwargs.foo=1"], "env.gym_kwargs {'foo': 1}: CartPole-v1 cannot be"),
+        (["env=gym", "env.gym_id=CartPole-v1"], DEFAULT_POLICY_LINE),
+        (["env=pusht"], DEFAULT_POLICY_LINE),
+        (["env=libero"], DEFAULT_POLICY_LINE),
+        (["env=libero", "policy=random", "env.task_ids=[]"], "env.task_ids is empty"),
+        (
+            ["env.task=reach-v3", "eval.n_episodes=2", "eval.shard_id=2", "eval.num_shards=3"],
+            "eval.num_shards=3 exceeds the 2 episodes of this run",
+        ),
+    ],
+)
+def test_bad_settings_exit_2_with_one_line_naming_the_setting(tmp_path: Path, args: list[str], expected: str) -> None:
+    proc = run_eval(*args, out_dir=tmp_path / "out", check=False, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "out" / "episodes.jsonl").exists() and not (tmp_path / "out" / "eval_info.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["seed=-1"], "seed must be 0 or more"),
+        # Episode seeds run to seed + n_episodes - 1; simulators take numpy's 32-bit seeds.
+        (["seed=4294967290", "eval.n_episodes=10"], r"seed=4294967290 with eval.n_episodes=10 .* up to 4294967299"),
+        (["env=libero", "policy=random", "seed=4294967296"], "past the simulators' limit of 4294967295"),
+        (["env=gym", "policy=random", "env.episode_length=-5"], "env.episode_length must be at least 1"),
+        (["env=gym", "policy=random", "env.episode_length=0"], "env.episode_length must be at least 1"),
+        (["env.observation_height=0"], "env.observation_height must be at least 1"),
+        (["env=libero", "policy=random", "env.observation_width=0"], "env.observation_width must be at least 1"),
+        (["env=pusht", "policy=random", "env.fps=0"], "env.fps must be at least 1"),
+        # A device absent on this machine is refused, also for policies that compute on the CPU anyway.
+        (["device=cuda:99"], "device is cuda:99 but"),
+        (["policy=random", "device=cuda:99"], "device is cuda:99 but"),
+        (["policy=act", "policy.device=cuda:99"], "policy.device is cuda:99 but"),
+    ],
+)
+def test_out_of_range_settings_are_refused_before_anything_is_built(
+    compose: Any, overrides: list[str], message: str
+) -> None:
+    with pytest.raises(UserError, match=message):
+        validate(compose(*overrides))
+
+
+def test_upper_bound_seed_is_accepted(compose: Any) -> None:
+    validate(compose("seed=4294967286", "eval.n_episodes=10"))
+
+
+def test_gym_kwargs_the_env_does_not_take_name_the_setting() -> None:
+    with pytest.raises(UserError, match=r"^env.gym_kwargs \{'foo': 1\}: CartPole-v1 cannot be made with them \("):
+        GymEnvConfig(gym_id="CartPole-v1", gym_kwargs={"foo": 1}).tasks()
+
+
+def test_a_package_that_does_not_import_is_refused_even_when_the_id_is_registered() -> None:
+    with pytest.raises(UserError, match="needs the package 'no_such_module_xyz'"):
+        GymEnvConfig(gym_id="CartPole-v1", package="no_such_module_xyz").tasks()
+
+
+def test_gym_episode_length_is_the_step_limit_and_null_the_envs_own() -> None:
+    assert GymEnvConfig(gym_id="CartPole-v1", episode_length=7).tasks()[0].max_steps == 7
+    assert GymEnvConfig(gym_id="CartPole-v1").tasks()[0].max_steps == 500
+
+
+def test_a_gym_env_runs_with_the_random_policy(tmp_path: Path) -> None:
+    run_eval("env=gym", "env.gym_id=CartPole-v1", "policy=random", "eval.n_episodes=2", out_dir=tmp_path, timeout=120)
+    info = read_json(tmp_path / "eval_info.json")
+    assert info["overall"]["n_episodes"] == 2 and info["per_task"][0]["task_name"] == "CartPole-v1"
+
+
+def test_empty_libero_task_ids_are_an_error(compose: Any) -> None:
+    cfg = compose("env=libero", "policy=random", "env.task_ids=[]")
+    validate(cfg)
+    with pytest.raises(UserError, match=r"env.task_ids is empty; give task indices such as \[0,3\]"):
+        instantiate_node(cfg.env)
+
+
+def test_a_shard_without_work_is_refused_before_anything_is_written(compose: Any, tmp_path: Path) -> None:
+    cfg = compose("env.task=reach-v3", "eval.n_episodes=2", "eval.shard_id=2", "eval.num_shards=3")
+    with pytest.raises(UserError, match=r"eval.num_shards=3 exceeds the 2 episodes .*eval.num_shards <= 2"):
+        evaluate_config(cfg, validate(cfg), tmp_path / "out", "")
+    assert not (tmp_path / "out").exists()
+
+
+def test_results_without_episodes_hold_null_not_nan() -> None:
+    info = aggregate([], 0.0)
+    text = json.dumps(info, allow_nan=False)
+    overall = json.loads(text)["overall"]
+    assert overall["pc_success"] is None and overall["avg_sum_reward"] is None and overall["eval_ep_s"] is None
+    assert "overall" in format_table(info)
+
+
+def test_results_writers_refuse_nan_and_infinity(tmp_path: Path) -> None:
+    for value in (math.nan, math.inf, -math.inf):
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            write_json_atomic(tmp_path / "eval_info.json", {"pc_success": value})
+    assert not (tmp_path / "eval_info.json").exists()
