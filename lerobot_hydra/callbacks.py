@@ -17,6 +17,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from lerobot_hydra.commands import shell_command
+
 MERGE_COMMAND = "lerobot-hydra-merge"
 
 
@@ -51,7 +53,7 @@ class MergeShards(Callback):
             result = merge_sweep(sweep_dir)
         except Exception as err:  # noqa: BLE001 - Hydra would turn it into a warning and exit 0
             print(
-                f"error: merging {sweep_dir} failed ({err!r}); retry with: {MERGE_COMMAND} {sweep_dir}", file=sys.stderr
+                f"error: merging {sweep_dir} failed ({err!r}); retry with: {merge_command(sweep_dir)}", file=sys.stderr
             )
             sys.exit(1)
         if result.ok:
@@ -59,12 +61,12 @@ class MergeShards(Callback):
         if self._some_shards and result.missing == len(result.problems):
             for problem in result.problems:
                 print(f"note: {problem}", file=sys.stderr)
-            print(f"note: once every shard has run, merge with: {MERGE_COMMAND} {sweep_dir}", file=sys.stderr)
+            print(f"note: once every shard has run, merge with: {merge_command(sweep_dir)}", file=sys.stderr)
             return
         for problem in result.problems:
             print(f"error: {problem}", file=sys.stderr)
         print(
-            f"error: the sweep's results were not merged; fix the above, then run: {MERGE_COMMAND} {sweep_dir}",
+            f"error: the sweep's results were not merged; fix the above, then run: {merge_command(sweep_dir)}",
             file=sys.stderr,
         )
         sys.exit(1)
@@ -84,9 +86,13 @@ class MergeShards(Callback):
         lines += [f"  {problem}" for problem in result.problems] or ["  every shard is complete"]
         lines.append(
             f"Re-run the shards listed (same overrides and hydra.sweep.dir: recorded episodes are kept), then merge "
-            f"with: {MERGE_COMMAND} {sweep_dir}"
+            f"with: {merge_command(sweep_dir)}"
         )
         print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def merge_command(sweep_dir: Path) -> str:
+    return shell_command([MERGE_COMMAND, str(sweep_dir)])
 
 
 def runs_some_shards(overrides: list[str]) -> bool:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lerobot_hydra.commands import hydra_override, shell_command
 from lerobot_hydra.records import EpisodeRecord, read_jsonl, sort_records, write_json_atomic
 from lerobot_hydra.results import aggregate
 from lerobot_hydra.sharding import (
@@ -290,25 +291,22 @@ def rerun_command(combo: Combination, shard_id: int, sweep_dir: Path, shard: Sha
     source = shard or combo.shards[0]
     task_overrides, hydra_overrides = _saved_overrides(source.dir)
     if task_overrides is None:
-        where = (
-            f"hydra.run.dir={shard.dir}"
-            if shard
-            else f"hydra.run.dir={sweep_dir / shard_dir_name(shard_id, combo.num_shards)}"
-        )
+        where = shard.dir if shard else sweep_dir / shard_dir_name(shard_id, combo.num_shards)
         return (
-            f"python eval.py {shlex.quote(where)} <the same overrides as its other shards> "
-            f"eval.shard_id={shard_id} eval.num_shards={combo.num_shards}"
+            f"python eval.py {shlex.quote(hydra_override('hydra.run.dir', str(where)))} "
+            f"<the same overrides as its other shards> eval.shard_id={shard_id} eval.num_shards={combo.num_shards}"
         )
+    # The saved overrides are as the user typed them (Hydra syntax already); the paths are quoted here.
     overrides = [o for o in task_overrides if not is_shard_override(o)]
     overrides += [f"eval.shard_id={shard_id}", f"eval.num_shards={combo.num_shards}"]
     in_sweep_layout = source.dir == sweep_dir / job_subdir(0, source.shard_id, combo.num_shards, task_overrides)
     if in_sweep_layout:
-        location = ["-m", f"hydra.sweep.dir={sweep_dir}"]
+        location = ["-m", hydra_override("hydra.sweep.dir", str(sweep_dir))]
         location += [o for o in hydra_overrides if not o.startswith(_LOCATION_OVERRIDES)]
     else:
         target = shard.dir if shard else source.dir.parent / shard_dir_name(shard_id, combo.num_shards)
-        location = [f"hydra.run.dir={target}"]
-    return " ".join(["python", "eval.py", *(shlex.quote(a) for a in [*location, *overrides])])
+        location = [hydra_override("hydra.run.dir", str(target))]
+    return shell_command(["python", "eval.py", *location, *overrides])
 
 
 def _saved_overrides(run_dir: Path) -> tuple[list[str] | None, list[str]]:
