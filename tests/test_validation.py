@@ -84,6 +84,11 @@ def test_a_package_that_does_not_import_is_refused_even_when_the_id_is_registere
         GymEnvConfig(gym_id="CartPole-v1", package="no_such_module_xyz").tasks()
 
 
+def test_an_extra_without_a_package_is_refused() -> None:
+    with pytest.raises(UserError, match="env.extra names the project extra that installs env.package"):
+        GymEnvConfig(gym_id="CartPole-v1", extra="pusht")
+
+
 def test_gym_episode_length_is_the_step_limit_and_null_the_envs_own() -> None:
     assert GymEnvConfig(gym_id="CartPole-v1", episode_length=7).tasks()[0].max_steps == 7
     assert GymEnvConfig(gym_id="CartPole-v1").tasks()[0].max_steps == 500

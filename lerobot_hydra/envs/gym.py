@@ -31,6 +31,8 @@ class GymEnvConfig(EnvConfig):
     def __post_init__(self) -> None:
         if not self.gym_id:
             raise UserError("env.gym_id is required for env=gym, e.g. env.gym_id=CartPole-v1")
+        if self.extra and not self.package:
+            raise UserError("env.extra names the project extra that installs env.package; set env.package too")
 
     def _register(self) -> None:
         import gymnasium as gym
