@@ -20,11 +20,11 @@ import numpy as np
 from gymnasium.vector.utils import (
     batch_space,
     create_empty_array,
-    create_shared_memory,
     read_from_shared_memory,
     write_to_shared_memory,
 )
 
+from lerobot_hydra.envs.shared_memory import lock_free_shared_memory
 from lerobot_hydra.envs.vector import RESET_MASK_KEY
 
 # One byte each way per step; STEP_RENDER also has the worker render a frame once it has answered.
@@ -68,8 +68,8 @@ class SlotVectorEnv(gym.vector.VectorEnv):
             self._results = {name: np.zeros(self.num_envs, dtype) for name, dtype in RESULT_FIELDS}
             return
         ctx = multiprocessing.get_context(context)
-        self._obs_shm = create_shared_memory(observation_space, self.num_envs, ctx)
-        self._act_shm = create_shared_memory(action_space, self.num_envs, ctx)
+        self._obs_shm = lock_free_shared_memory(observation_space, self.num_envs, ctx)
+        self._act_shm = lock_free_shared_memory(action_space, self.num_envs, ctx)
         self._res_shm = {name: ctx.RawArray(TYPECODES[dtype], self.num_envs) for name, dtype in RESULT_FIELDS}
         self._obs = read_from_shared_memory(observation_space, self._obs_shm, self.num_envs)
         self._actions = read_from_shared_memory(action_space, self._act_shm, self.num_envs)
