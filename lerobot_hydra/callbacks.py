@@ -73,7 +73,8 @@ class MergeShards(Callback):
 
     def _report_unfinished(self) -> None:
         """At exit after a failed or interrupted sweep: what the merge would say now, and how to finish."""
-        from lerobot_hydra.merge import find_shard_files, merge_sweep
+        from lerobot_hydra.merge import merge_sweep
+        from lerobot_hydra.shard_file import find_shard_files
 
         sweep_dir = self._sweep_dir
         if sweep_dir is None or not any(_is_sharded(p) for p in find_shard_files(sweep_dir)):

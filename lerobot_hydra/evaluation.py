@@ -10,17 +10,17 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from lerobot_hydra.config import EvalConfig
-from lerobot_hydra.envs.base import EnvConfig
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.envs.vector import prestart_workers
 from lerobot_hydra.errors import UserError
 from lerobot_hydra.gl import configure_mujoco_gl
-from lerobot_hydra.loggers import build_logger, shard_run, single_run
+from lerobot_hydra.loggers import ExperimentLogger, build_logger, shard_run, single_run
 from lerobot_hydra.policies.base import PolicyConfig
 from lerobot_hydra.progress import Progress
 from lerobot_hydra.reporting import publish, publish_shard
 from lerobot_hydra.results import aggregate
 from lerobot_hydra.runner import TaskWork, evaluate
-from lerobot_hydra.sharding import plan_units, shard_units
+from lerobot_hydra.sharding import TaskBlock, plan_size, shard_plan
 from lerobot_hydra.store import RunStore
 from lerobot_hydra.validation import check_shards_have_work, require_tasks
 from lerobot_hydra.video import VideoRecorder, without_missing_videos
@@ -62,28 +62,47 @@ def evaluate_config(cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label:
     tasks = env_cfg.tasks()
     require_tasks(tasks)
     num_shards = eval_cfg.num_shards or 1
-    units = plan_units(tasks, eval_cfg.n_episodes)
-    check_shards_have_work(len(units), num_shards, len(tasks), eval_cfg.n_episodes)
-    planned = shard_units(units, eval_cfg.shard_id, num_shards)
-    store = RunStore(out_dir, run_identity(cfg, eval_cfg), eval_cfg.shard_id, num_shards, tasks, planned, label)
+    check_shards_have_work(len(tasks) * eval_cfg.n_episodes, num_shards, len(tasks), eval_cfg.n_episodes)
+    plan = shard_plan([t.key for t in tasks], eval_cfg.n_episodes, eval_cfg.shard_id, num_shards)
+    with RunStore(out_dir, run_identity(cfg, eval_cfg), eval_cfg.shard_id, num_shards, tasks, plan, label) as store:
+        work = plan_work(tasks, plan, store)
+        if store.resumed:
+            log.info(
+                "resuming in %s: %d episodes already recorded, %d to run",
+                out_dir,
+                store.resumed,
+                sum(len(w.episodes) for w in work),
+            )
+        if num_shards > 1:
+            log.info(
+                "shard %d of %d: %d episodes over %d tasks", eval_cfg.shard_id, num_shards, plan_size(plan), len(work)
+            )
+        return _run_and_publish(cfg, eval_cfg, env_cfg, logger, store, work, label)
+
+
+def plan_work(tasks: list[TaskSpec], plan: list[TaskBlock], store: RunStore) -> list[TaskWork]:
+    """Each planned task's episodes not yet recorded in `store`, in task order; linear in the episodes."""
+    by_key = {t.key: t for t in tasks}
     done = store.done()
+    recorded, successes = store.recorded_per_task()
     work = []
-    for task in tasks:
-        mine = [u.episode_index for u in planned if (u.task_group, u.task_id) == task.key]
-        if not mine:
-            continue
-        recorded = [r for r in store.records if (r.task_group, r.task_id) == task.key]
-        todo = [k for k in mine if (task.group, task.task_id, k) not in done]
-        work.append(TaskWork(task, todo, done=len(recorded), successes=sum(r.success for r in recorded)))
-    if store.resumed:
-        log.info(
-            "resuming in %s: %d episodes already recorded, %d to run",
-            out_dir,
-            store.resumed,
-            sum(len(w.episodes) for w in work),
-        )
-    if num_shards > 1:
-        log.info("shard %d of %d: %d episodes over %d tasks", eval_cfg.shard_id, num_shards, len(planned), len(work))
+    for block in plan:
+        todo = [k for k in block.episodes if (*block.key, k) not in done]
+        work.append(TaskWork(by_key[block.key], todo, done=recorded[block.key], successes=successes[block.key]))
+    return work
+
+
+def _run_and_publish(
+    cfg: DictConfig,
+    eval_cfg: EvalConfig,
+    env_cfg: EnvConfig,
+    logger: ExperimentLogger | None,
+    store: RunStore,
+    work: list[TaskWork],
+    label: str,
+) -> dict[str, Any]:
+    out_dir = store.out_dir
+    num_shards = eval_cfg.num_shards or 1
     videos = video_recorder(eval_cfg, env_cfg, work, out_dir)
     try:
         if any(w.episodes for w in work):

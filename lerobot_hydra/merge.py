@@ -7,7 +7,9 @@ exactly the episodes its plan assigns it. A combination that passes is merged fr
 `<sweep_dir>/eval_info.json`, with several into `<sweep_dir>/<name>/eval_info.json` (name: the overrides that
 tell the combinations apart, e.g. `policy=random`), plus a sweep summary.
 Unsharded runs (N=1) already published their own eval_info.json; they only appear in the summary.
-A combination with any problem is never written; every problem is one line that says how to fix it.
+A combination with any problem is never written; every problem is one line that says how to fix it. A shard
+whose dir a live process has locked is still running and never merged; the merge itself holds the lock of
+every dir it writes into.
 
 `lerobot-hydra-merge <sweep_dir>` runs this by hand; `callbacks.MergeShards` runs it when a multirun ends.
 """
@@ -15,9 +17,8 @@ A combination with any problem is never written; every problem is one line that 
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import os
-import re
 import shlex
 import sys
 from collections import Counter
@@ -26,52 +27,28 @@ from pathlib import Path
 from typing import Any
 
 from lerobot_hydra.commands import hydra_override, shell_command
-from lerobot_hydra.records import EpisodeRecord, read_jsonl, sort_records, write_json_atomic
+from lerobot_hydra.durable import write_json_atomic
+from lerobot_hydra.errors import UserError
+from lerobot_hydra.records import read_jsonl, sort_records
 from lerobot_hydra.results import aggregate
+from lerobot_hydra.runlock import DirLock
+from lerobot_hydra.shard_file import Shard, ShardFileError, find_shard_files, load_shard, saved_overrides
 from lerobot_hydra.sharding import (
     distinguishing_labels,
     is_shard_override,
     job_subdir,
     label_dir_name,
-    plan_units_for_keys,
+    plan_size,
     shard_dir_name,
-    shard_units,
+    shard_plan,
 )
-from lerobot_hydra.store import EPISODES_FILE, SHARD_FORMAT, diff_keys, fingerprint
+from lerobot_hydra.store import EPISODES_FILE, diff_keys, fingerprint
 
-SHARD_FILE = re.compile(r"^shard_(\d+)_of_(\d+)\.json$")
 SUMMARY_FILE = "sweep_summary.json"
 # Hydra overrides that a re-run command must not copy: the sweep/run location is given explicitly.
 _LOCATION_OVERRIDES = ("hydra.sweep.dir=", "hydra.run.dir=", "hydra.sweep.subdir=", "hydra.mode=")
 
 Unit = tuple[str, int, int]
-
-
-class ShardFileError(Exception):
-    """A shard file that cannot be used at all (unreadable, not JSON, not a shard file)."""
-
-
-@dataclass
-class Shard:
-    path: Path
-    shard_id: int
-    num_shards: int
-    fingerprint: str
-    identity: dict[str, Any]
-    label: str
-    complete: bool
-    eval_s: float
-    task_keys: list[tuple[str, int]]
-    planned: list[Unit]
-    records: list[EpisodeRecord]
-
-    @property
-    def dir(self) -> Path:
-        return self.path.parent
-
-    @property
-    def name(self) -> str:
-        return f"shard {self.shard_id} of {self.num_shards}"
 
 
 @dataclass
@@ -109,52 +86,6 @@ class MergeResult:
     @property
     def ok(self) -> bool:
         return not self.problems
-
-
-def find_shard_files(sweep_dir: Path) -> list[Path]:
-    """Every shard file under `sweep_dir`, outside hidden folders (.submitit, .hydra)."""
-    found = []
-    for path in sweep_dir.rglob("shard_*_of_*.json"):
-        relative = path.relative_to(sweep_dir).parts
-        if SHARD_FILE.match(path.name) and not any(part.startswith(".") for part in relative):
-            found.append(path)
-    return sorted(found)
-
-
-def load_shard(path: Path) -> Shard:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
-        raise ShardFileError(f"{path} cannot be read ({err}); re-run that shard") from err
-    except json.JSONDecodeError as err:
-        raise ShardFileError(
-            f"{path} is not valid JSON ({err}); delete it and the episodes.jsonl beside it, then re-run that shard"
-        ) from err
-    if not isinstance(data, dict) or data.get("format") != SHARD_FORMAT:
-        raise ShardFileError(f"{path} is not a {SHARD_FORMAT} file; move it out of the sweep dir")
-    match = SHARD_FILE.match(path.name)
-    assert match is not None
-    try:
-        shard = Shard(
-            path=path,
-            shard_id=int(data["shard_id"]),
-            num_shards=int(data["num_shards"]),
-            fingerprint=str(data["fingerprint"]),
-            identity=dict(data["identity"]),
-            label=str(data.get("label", "")),
-            complete=bool(data["complete"]),
-            eval_s=float(data.get("eval_s", 0.0)),
-            task_keys=[(str(t["task_group"]), int(t["task_id"])) for t in data["tasks"]],
-            planned=[(str(g), int(t), int(k)) for g, t, k in data["planned_units"]],
-            records=[EpisodeRecord.from_dict(r) for r in data["episodes"]],
-        )
-    except (KeyError, TypeError, ValueError) as err:
-        raise ShardFileError(f"{path} lacks or garbles a field ({err!r}); re-run that shard") from err
-    if (shard.shard_id, shard.num_shards) != (int(match[1]), int(match[2])):
-        raise ShardFileError(
-            f"{path} holds shard {shard.shard_id} of {shard.num_shards}, not what its name says; re-run that shard"
-        )
-    return shard
 
 
 def group_combinations(shards: list[Shard]) -> list[Combination]:
@@ -214,28 +145,32 @@ def _check_shard(shard: Shard, reference: Shard, combo: Combination, sweep_dir: 
             f"{combo.title}: {shard.name} ({shard.path}) lists other tasks than {reference.name} "
             f"({reference.path}), though their configs agree (another benchmark version?); re-run it"
         ]
-    plan = plan_units_for_keys(shard.task_keys, int(shard.identity.get("n_episodes", 0)))
-    expected = [u.key for u in shard_units(plan, shard.shard_id, shard.num_shards)]
-    if shard.planned != expected:
+    if shard.running is not None:
+        return [
+            f"{combo.title}: {shard.name} is still running in {shard.dir} ({shard.running}); merge once it has ended"
+        ]
+    expected = shard_plan(shard.task_keys, int(shard.identity.get("n_episodes", 0)), shard.shard_id, shard.num_shards)
+    if shard.plan != expected:
         return [f"{shard.path}: its planned episodes are not {shard.name} of its configuration; re-run that shard"]
-    planned = set(expected)
+    blocks = {b.key: b.episodes for b in expected}
+    planned_count = plan_size(expected)
     units = [r.unit for r in shard.records]
     twice = sorted(u for u, n in Counter(units).items() if n > 1)
     if twice:
         return [
             f"{shard.path}: episode {_unit(twice[0])} is recorded {Counter(units)[twice[0]]} times; re-run that shard"
         ]
-    extra = sorted(set(units) - planned)
+    extra = sorted(u for u in units if u[2] not in blocks.get(u[:2], ()))
     if extra:
         return [
             f"{shard.path}: holds {len(extra)} episode(s) outside its plan, e.g. {_unit(extra[0])}; "
             "re-run that shard in a new dir"
         ]
-    if not shard.complete or len(units) != len(planned):
-        # episodes.jsonl, which a resume reads, runs ahead of the shard file (rewritten every few seconds).
-        recorded = {r.unit for r in read_jsonl(shard.dir / EPISODES_FILE)} & planned
+    if not shard.complete or len(units) != planned_count:
+        # The records of a shard that has not ended are in episodes.jsonl (the shard file has them at the end).
+        recorded = {r.unit for r in read_jsonl(shard.dir / EPISODES_FILE) if r.unit[2] in blocks.get(r.unit[:2], ())}
         return [
-            f"{combo.title}: {shard.name} is incomplete ({len(recorded | set(units))} of {len(planned)} episodes) "
+            f"{combo.title}: {shard.name} is incomplete ({len(recorded | set(units))} of {planned_count} episodes) "
             f"in {shard.dir}; resume it: {rerun_command(combo, shard.shard_id, sweep_dir, shard)}"
         ]
     return []
@@ -247,7 +182,7 @@ def _unit(unit: Unit) -> str:
 
 
 def _progress(shard: Shard) -> str:
-    return f"{len(shard.records)} of {len(shard.planned)} episodes"
+    return f"{len(shard.records)} of {plan_size(shard.plan)} episodes"
 
 
 def conflicting_labels(combos: list[Combination]) -> tuple[list[str], set[int]]:
@@ -289,7 +224,7 @@ def _common_dir(combo: Combination) -> Path:
 def rerun_command(combo: Combination, shard_id: int, sweep_dir: Path, shard: Shard | None = None) -> str:
     """The command that (re)runs shard `shard_id` of `combo` where the merge will find it (resuming `shard`)."""
     source = shard or combo.shards[0]
-    task_overrides, hydra_overrides = _saved_overrides(source.dir)
+    task_overrides, hydra_overrides = saved_overrides(source.dir)
     if task_overrides is None:
         where = shard.dir if shard else sweep_dir / shard_dir_name(shard_id, combo.num_shards)
         return (
@@ -307,22 +242,6 @@ def rerun_command(combo: Combination, shard_id: int, sweep_dir: Path, shard: Sha
         target = shard.dir if shard else source.dir.parent / shard_dir_name(shard_id, combo.num_shards)
         location = [hydra_override("hydra.run.dir", str(target))]
     return shell_command(["python", "eval.py", *location, *overrides])
-
-
-def _saved_overrides(run_dir: Path) -> tuple[list[str] | None, list[str]]:
-    """(task overrides, hydra overrides) Hydra saved for a run, or (None, []) when it saved none."""
-    import yaml
-
-    try:
-        task = yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text())
-    except (OSError, yaml.YAMLError):
-        return None, []
-    try:
-        hydra_cfg = yaml.safe_load((run_dir / ".hydra" / "hydra.yaml").read_text())
-        hydra_overrides = list(hydra_cfg["hydra"]["overrides"]["hydra"] or [])
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
-        hydra_overrides = []
-    return [str(o) for o in task or []], [str(o) for o in hydra_overrides]
 
 
 def merged_info(combo: Combination, out_dir: Path) -> dict[str, Any]:
@@ -385,6 +304,21 @@ def output_dir(sweep_dir: Path, combo: Combination, several: bool) -> Path:
 
 
 def _publish(result: MergeResult, several: bool) -> None:
+    """Writes every merged combination while holding the lock of each dir it writes into."""
+    targets = {output_dir(result.sweep_dir, combo, several) for combo, _ in result.merged if combo.num_shards > 1}
+    if several and result.ok:
+        targets.add(result.sweep_dir)
+    with contextlib.ExitStack() as locks:
+        try:
+            for target in sorted(targets):
+                locks.enter_context(DirLock(target, "a merge", advice="wait until it has ended, then merge again"))
+        except UserError as err:
+            result.problems.append(str(err))
+            return
+        _write_merged(result, several)
+
+
+def _write_merged(result: MergeResult, several: bool) -> None:
     from lerobot_hydra.loggers import saved_run_config
     from lerobot_hydra.reporting import EVAL_INFO_FILE, publish_merged, publish_sweep
 
@@ -392,7 +326,6 @@ def _publish(result: MergeResult, several: bool) -> None:
     for combo, info in result.merged:
         if combo.num_shards > 1:
             out_dir = output_dir(result.sweep_dir, combo, several)
-            out_dir.mkdir(parents=True, exist_ok=True)
             title = f"Merged {combo.num_shards} shards" + (f" of {combo.name}" if combo.name else "")
             publish_merged(
                 info,

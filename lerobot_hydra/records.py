@@ -61,13 +61,6 @@ def read_jsonl(path: Path) -> list[EpisodeRecord]:
     return records
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    # Strict JSON: NaN and Infinity are not JSON; an undefined value is None (null).
-    tmp.write_text(json.dumps(data, indent=2, allow_nan=False), encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def sort_records(records: Iterable[EpisodeRecord], task_order: list[tuple[str, int]]) -> list[EpisodeRecord]:
     rank = {key: i for i, key in enumerate(task_order)}
     return sorted(

@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lerobot_hydra.durable import write_json_atomic
 from lerobot_hydra.errors import UserError
 from lerobot_hydra.loggers import ExperimentLogger, RunMeta, build_logger, merged_run
-from lerobot_hydra.records import write_json_atomic
 from lerobot_hydra.results import format_table
 
 log = logging.getLogger("lerobot_hydra")

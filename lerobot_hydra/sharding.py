@@ -3,8 +3,9 @@
 The work of a run is the list of (task group, task id, episode index) units in task order: every episode
 of the first task, then every episode of the second, and so on. Shard k of N takes the k-th of N contiguous
 blocks of that list whose sizes differ by at most one (the first `len % N` blocks are one longer), so a shard
-touches (and builds envs for) as few tasks as possible. An episode's seed depends only on the base seed and
-its index, so shards reproduce the unsharded run episode for episode.
+touches (and builds envs for) as few tasks as possible, and its plan is one block of episode indices per
+task (`TaskBlock`), computed and stored in time and space proportional to its tasks. An episode's seed
+depends only on the base seed and its index, so shards reproduce the unsharded run episode for episode.
 
 In a multirun, jobs that differ only in their shard form one combination; its label is the job's other
 overrides. A shard job's directory is `<label dir>/shard_<k>_of_<N>` under the sweep dir, a function of its
@@ -16,8 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-
-from lerobot_hydra.envs.base import TaskSpec
+from typing import Any
 
 SHARD_KEYS = ("eval.shard_id", "eval.num_shards")
 # Longer labels are cut and suffixed with a hash to keep directory names well under filesystem limits.
@@ -25,22 +25,28 @@ MAX_LABEL_DIR_CHARS = 120
 
 
 @dataclass(frozen=True)
-class WorkUnit:
+class TaskBlock:
+    """The episodes `first`..`last` (inclusive) of one task: a shard's part of that task."""
+
     task_group: str
     task_id: int
-    episode_index: int
+    first: int
+    last: int
 
     @property
-    def key(self) -> tuple[str, int, int]:
-        return (self.task_group, self.task_id, self.episode_index)
+    def key(self) -> tuple[str, int]:
+        return (self.task_group, self.task_id)
 
+    @property
+    def episodes(self) -> range:
+        return range(self.first, self.last + 1)
 
-def plan_units(tasks: Sequence[TaskSpec], n_episodes: int) -> list[WorkUnit]:
-    return plan_units_for_keys([t.key for t in tasks], n_episodes)
+    def to_dict(self) -> dict[str, Any]:
+        return {"task_group": self.task_group, "task_id": self.task_id, "first": self.first, "last": self.last}
 
-
-def plan_units_for_keys(task_keys: Sequence[tuple[str, int]], n_episodes: int) -> list[WorkUnit]:
-    return [WorkUnit(group, task_id, k) for group, task_id in task_keys for k in range(n_episodes)]
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskBlock:
+        return cls(str(data["task_group"]), int(data["task_id"]), int(data["first"]), int(data["last"]))
 
 
 def shard_bounds(n_units: int, shard_id: int, num_shards: int) -> tuple[int, int]:
@@ -49,9 +55,24 @@ def shard_bounds(n_units: int, shard_id: int, num_shards: int) -> tuple[int, int
     return start, start + base + (1 if shard_id < extra else 0)
 
 
-def shard_units(units: list[WorkUnit], shard_id: int, num_shards: int) -> list[WorkUnit]:
-    start, stop = shard_bounds(len(units), shard_id, num_shards)
-    return units[start:stop]
+def shard_plan(
+    task_keys: Sequence[tuple[str, int]], n_episodes: int, shard_id: int, num_shards: int
+) -> list[TaskBlock]:
+    """Shard `shard_id`'s contiguous block of the task-ordered units, as one block per task it touches; time and
+    size grow with the tasks of the shard, not with its episodes."""
+    if n_episodes <= 0:
+        return []
+    start, stop = shard_bounds(len(task_keys) * n_episodes, shard_id, num_shards)
+    blocks = []
+    for i in range(start // n_episodes, -(-stop // n_episodes)):
+        first, end = max(start - i * n_episodes, 0), min(stop - i * n_episodes, n_episodes)
+        if first < end:
+            blocks.append(TaskBlock(*task_keys[i], first, end - 1))
+    return blocks
+
+
+def plan_size(plan: Iterable[TaskBlock]) -> int:
+    return sum(len(block.episodes) for block in plan)
 
 
 def episode_seed(base_seed: int, episode_index: int) -> int:

@@ -2,8 +2,9 @@
 
 Each video is assigned to one encoder thread, which receives its frames in order through a bounded queue,
 so memory stays bounded and the rollout only waits if encoding falls a full queue behind. A video is
-written under a temporary name and renamed when complete: a run killed mid-episode leaves no half file,
-and `without_missing_videos` drops the paths of videos that never completed from the records.
+written under a temporary name and renamed when complete, so a video file is never half-written; a run
+killed mid-episode leaves the temporary `.part` file, which `remove_partial_videos` deletes when the run
+resumes, and `without_missing_videos` drops the paths of videos that never completed from the records.
 """
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ from typing import Any
 
 import numpy as np
 
+from lerobot_hydra.durable import remove_temporaries, replace_durably, temporary_path
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.records import EpisodeRecord
 
 log = logging.getLogger("lerobot_hydra")
 
 VIDEO_DIR = "videos"
+# Videos being written are hidden files `.episode_<k>.mp4.<random>.part` beside their final name.
+PART_SUFFIX = ".part"
 # Frames waiting per encoder thread (a 480x480 frame is 0.7 MB).
 QUEUE_FRAMES = 64
 ENCODER_THREADS = 2
@@ -96,9 +100,13 @@ class _Encoding:
         import av
 
         self.path = path
-        self.tmp = path.with_name(f".{path.name}.part")
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.container = av.open(str(self.tmp), mode="w", format="mp4", options={"movflags": "+faststart"})
+        self.tmp = temporary_path(path, PART_SUFFIX)
+        try:
+            self.container = av.open(str(self.tmp), mode="w", format="mp4", options={"movflags": "+faststart"})
+        except Exception:
+            self.tmp.unlink(missing_ok=True)
+            raise
         try:
             self.stream = self.container.add_stream("libx264", rate=fps, options=CODEC_OPTIONS)
             self.stream.height, self.stream.width = frame.shape[:2]
@@ -117,7 +125,7 @@ class _Encoding:
     def finish(self) -> None:
         self.container.mux(self.stream.encode())
         self.container.close()
-        os.replace(self.tmp, self.path)
+        replace_durably(self.tmp, self.path)
 
     def discard(self) -> None:
         try:
@@ -209,6 +217,14 @@ class VideoRecorder:
         self.failed.append(video.rel_path)
         if encoding is not None:
             encoding.discard()
+
+
+def remove_partial_videos(run_dir: Path) -> list[Path]:
+    """Deletes the half-written videos a killed run left in `run_dir` (only while no process writes there)."""
+    videos = run_dir / VIDEO_DIR
+    if not videos.is_dir():
+        return []
+    return [path for folder in videos.iterdir() if folder.is_dir() for path in remove_temporaries(folder, PART_SUFFIX)]
 
 
 def without_missing_videos(records: Iterable[EpisodeRecord], run_dir: Path) -> list[EpisodeRecord]:

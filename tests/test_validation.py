@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from lerobot_hydra.config import validate
+from lerobot_hydra.durable import write_json_atomic
 from lerobot_hydra.envs.gym import GymEnvConfig
 from lerobot_hydra.errors import UserError
 from lerobot_hydra.evaluation import evaluate_config, instantiate_node
-from lerobot_hydra.records import write_json_atomic
 from lerobot_hydra.results import aggregate, format_table
 from tests.conftest import read_json, run_eval
 

