@@ -6,7 +6,7 @@ import pytest
 
 from lerobot_hydra.records import EpisodeRecord
 from lerobot_hydra.results import aggregate, format_table, wilson_interval
-from lerobot_hydra.sharding import WorkUnit, shard_bounds, shard_units
+from lerobot_hydra.sharding import shard_bounds, shard_plan
 
 
 def record(group: str, task_id: int, k: int, success: bool, reward: float) -> EpisodeRecord:
@@ -44,9 +44,10 @@ def test_aggregates_come_from_episodes_not_from_averages() -> None:
 
 
 def test_shards_are_contiguous_balanced_and_cover_every_unit_once() -> None:
-    units = [WorkUnit("g", t, k) for t in range(3) for k in range(7)]
+    units = [("g", t, k) for t in range(3) for k in range(7)]
     for n in (1, 2, 3, 4, 5, 21, 22):
-        parts = [shard_units(units, i, n) for i in range(n)]
+        plans = [shard_plan([("g", t) for t in range(3)], 7, i, n) for i in range(n)]
+        parts = [[(*block.key, k) for block in plan for k in block.episodes] for plan in plans]
         assert [u for p in parts for u in p] == units
         sizes = [len(p) for p in parts]
         assert max(sizes) - min(sizes) <= 1

@@ -18,7 +18,7 @@ import pytest
 
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.records import EpisodeRecord
-from lerobot_hydra.sharding import WorkUnit, job_subdir, label_dir_name
+from lerobot_hydra.sharding import TaskBlock, job_subdir, label_dir_name
 from lerobot_hydra.store import RunStore
 from tests.conftest import ROOT, outcome, read_json, run_eval
 
@@ -104,20 +104,20 @@ def test_shard_job_dirs_are_named_by_their_overrides_so_reruns_land_in_place() -
 
 def test_a_torn_last_line_is_cut_before_the_resumed_run_appends(tmp_path: Path) -> None:
     task = TaskSpec("g", 0, "g", "a task", 10)
-    planned = [WorkUnit("g", 0, k) for k in range(3)]
+    planned = [TaskBlock("g", 0, 0, 2)]
 
     def record(k: int) -> EpisodeRecord:
         return EpisodeRecord("g", 0, "g", "a task", k, 1000 + k, False, 0.5, 0.5, 10, 0.1)
 
-    store = RunStore(tmp_path, {"seed": 1}, 0, 1, [task], planned, "")
-    store.add(record(0))
+    with RunStore(tmp_path, {"seed": 1}, 0, 1, [task], planned, "") as store:
+        store.add(record(0))
     with open(tmp_path / "episodes.jsonl", "a") as f:
         f.write('{"task_group": "g", "task_id": 0, "epis')  # killed mid-write
-    resumed = RunStore(tmp_path, {"seed": 1}, 0, 1, [task], planned, "")
-    assert resumed.done() == {("g", 0, 0)}
-    resumed.add(record(1))
-    again = RunStore(tmp_path, {"seed": 1}, 0, 1, [task], planned, "")
-    assert again.done() == {("g", 0, 0), ("g", 0, 1)}
+    with RunStore(tmp_path, {"seed": 1}, 0, 1, [task], planned, "") as resumed:
+        assert resumed.done() == {("g", 0, 0)}
+        resumed.add(record(1))
+    with RunStore(tmp_path, {"seed": 1}, 0, 1, [task], planned, "") as again:
+        assert again.done() == {("g", 0, 0), ("g", 0, 1)}
 
 
 def test_a_slurm_sweep_without_sbatch_stops_before_submitting(tmp_path: Path) -> None:
