@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobot_hydra.commands import hydra_override, shell_command
-from lerobot_hydra.durable import write_json_atomic
+from lerobot_hydra.durable import remove_temporaries, write_json_atomic
 from lerobot_hydra.errors import UserError
 from lerobot_hydra.records import read_jsonl, sort_records
 from lerobot_hydra.results import aggregate
@@ -315,6 +315,8 @@ def _publish(result: MergeResult, several: bool) -> None:
         except UserError as err:
             result.problems.append(str(err))
             return
+        for target in targets:
+            remove_temporaries(target)  # left by a merge that was killed while writing
         _write_merged(result, several)
 
 
