@@ -74,6 +74,17 @@ def outcome(record: dict[str, Any]) -> tuple:
     )
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Iterator[None]:
+    """One torch thread in this process for a module's tests (tiny policies on a busy CPU)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture
 def compose() -> Iterator[Any]:
     """Compose the real config tree with overrides (no app run)."""

@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from tests.conftest import outcome, read_episodes, run_eval
 from tests.lerobot_checkpoints import PUSHT_ACTION, PUSHT_PIXELS, tiny_act, tiny_diffusion, tiny_smolvla
 
 pytest.importorskip("lerobot")
-pytestmark = pytest.mark.lerobot
+pytestmark = [pytest.mark.lerobot, pytest.mark.usefixtures("one_torch_thread")]
 
 TASKS = ["reach-v3", "push-v3", "drawer-open-v3"]
 STEPS = 25
@@ -34,16 +34,6 @@ EPISODES = ["eval.n_episodes=3", "eval.batch_size=2", "eval.use_async_envs=false
 
 # One torch thread: these policies are tiny, and on a busy CPU idle OpenMP threads slow each op down 100x.
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +192,7 @@ def test_actions_come_unnormalized_in_the_env_range(compose: Callable, checkpoin
     assert np.all(np.abs(action - PUSHT_ACTION[1]) < 4 * PUSHT_ACTION[2])
 
 
-def test_diffusion_noise_is_seeded_per_batch(compose: Callable, checkpoints: dict[str, Path]) -> None:
+def test_diffusion_noise_is_seeded_per_episode(compose: Callable, checkpoints: dict[str, Path]) -> None:
     env, policy = build(compose, "policy=diffusion", f"policy.path={checkpoints['diffusion']}", "env.obs_type=state")
     task, batch = env.tasks()[0], first_batch(env)
     actions = {}

@@ -27,6 +27,8 @@ from lerobot_hydra.policies.lerobot_checkpoint import (
     resolve_checkpoint,
 )
 from lerobot_hydra.policies.lerobot_features import check_action_shape, env_observation_features, match_features
+from lerobot_hydra.policies.lerobot_noise import DETERMINISTIC_FAMILIES, noise_hooks
+from lerobot_hydra.policies.lerobot_rowwise import RowwisePolicy
 from lerobot_hydra.policies.lerobot_runtime import LeRobotPolicy
 from lerobot_hydra.validation import check_device
 
@@ -58,7 +60,7 @@ class LeRobotPolicyConfig(PolicyConfig):
     # Policy cameras the env does not have, shown as blank images (pi0, pi0.5 and SmolVLA pad missing cameras).
     blank_cameras: list[str] = field(default_factory=list)
 
-    def build(self, env: EnvConfig, device: str) -> LeRobotPolicy:
+    def build(self, env: EnvConfig, device: str) -> LeRobotPolicy | RowwisePolicy:
         try:
             import lerobot  # noqa: F401
         except ImportError as err:
@@ -97,7 +99,12 @@ class LeRobotPolicyConfig(PolicyConfig):
         preprocessor, postprocessor = load_processors(checkpoint, config, device)
         policy = load_weights(checkpoint, config)
         log.info("loaded the %s policy %s on %s%s", config.type, name, device, " with AMP" if self.use_amp else "")
-        return LeRobotPolicy(policy, preprocessor, postprocessor, device, self.use_amp, observation_keys)
+        hooks = noise_hooks(policy)
+        runtime = LeRobotPolicy(policy, preprocessor, postprocessor, device, self.use_amp, observation_keys, hooks)
+        if hooks is not None or config.type in DETERMINISTIC_FAMILIES:
+            return runtime
+        log.info("the %s policy's noise has no per-row hook here: its batch rows run one at a time", config.type)
+        return RowwisePolicy(runtime)
 
     def policy_config(self, checkpoint: Checkpoint, device: str) -> Any:
         """The checkpoint's config.json as LeRobot's config class, with the evaluation's changes applied."""

@@ -2,10 +2,10 @@
 
 `fork()` gives a lane its own copy of everything that changes during an episode (action queues, observation
 queues, ACT's temporal ensembler, noise schedulers, the processors and their tokenizers) while the parameter and
-buffer tensors stay shared, so a lane costs no extra weight memory. Random draws are isolated too: each lane
-owns its random-generator state, seeded per batch from the episode seeds, and swaps it in around inference
-under a lock shared by the lanes, so a stochastic policy (diffusion, flow matching) gives the same actions
-whatever the other lanes do.
+buffer tensors stay shared, so a lane costs no extra weight memory. Noise is per batch row (lerobot_noise.py):
+each row draws from its own generator, seeded from its episode, so a stochastic policy (diffusion, flow
+matching) gives an episode the same actions whatever its batch-mates, its lane or the other lanes do. Inference
+is serialized across lanes (one lock that forks share) while their simulators step.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import contextlib
 import copy
 import itertools
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from importlib.metadata import version
 from typing import Any
 
 from lerobot_hydra.envs.base import TaskSpec
-
-# Keeps the policy's noise apart from the simulator's, which is seeded with the same episode seed.
-SEED_OFFSET = 104729
+from lerobot_hydra.errors import UserError
+from lerobot_hydra.policies.lerobot_noise import GlobalRngState, NoiseHooks, RowNoise
 
 
 def as_tensors(batch: dict[str, Any]) -> dict[str, Any]:
@@ -34,66 +34,13 @@ def as_tensors(batch: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class LaneRng:
-    """One lane's state of the global torch generators (CPU and the inference device)."""
-
-    def __init__(self, device: str) -> None:
-        import torch
-
-        self.device = torch.device(device)
-        self.cpu: Any = None
-        self.accelerator: Any = None
-
-    def _accelerator_module(self) -> Any:
-        import torch
-
-        if self.device.type == "cuda":
-            return torch.cuda
-        if self.device.type == "mps":
-            return torch.mps
-        return None
-
-    def seed(self, seed: int) -> None:
-        """Called under the lanes' lock."""
-        import torch
-
-        torch.manual_seed(seed)
-        self.capture()
-
-    def capture(self) -> None:
-        import torch
-
-        self.cpu = torch.get_rng_state()
-        module = self._accelerator_module()
-        if module is torch.cuda:
-            self.accelerator = torch.cuda.get_rng_state(self.device)
-        elif module is not None:
-            self.accelerator = module.get_rng_state()
-
-    def restore(self) -> None:
-        import torch
-
-        if self.cpu is None:
-            return
-        torch.set_rng_state(self.cpu)
-        module = self._accelerator_module()
-        if module is torch.cuda:
-            torch.cuda.set_rng_state(self.accelerator, self.device)
-        elif module is not None:
-            module.set_rng_state(self.accelerator)
-
-    @contextlib.contextmanager
-    def active(self) -> Iterator[None]:
-        self.restore()
-        try:
-            yield
-        finally:
-            self.capture()
-
-
 def shared_tensor_memo(module: Any) -> dict[int, Any]:
     """A deepcopy memo that maps every parameter and buffer to itself, so copies share them."""
     return {id(t): t for t in itertools.chain(module.parameters(), module.buffers())}
+
+
+def rows_of(inputs: dict[str, Any]) -> int:
+    return next(len(v) for k, v in inputs.items() if k.startswith("observation."))
 
 
 def as_task_list(task: Any, batch_size: int) -> list[str]:
@@ -107,6 +54,10 @@ def as_task_list(task: Any, batch_size: int) -> list[str]:
 
 
 class LeRobotPolicy:
+    """`noise`: the hooks that give the policy's family per-row noise (see lerobot_noise.py); None for a
+    deterministic family, or for one run row by row (lerobot_rowwise.py), which draws from torch's global
+    generators."""
+
     def __init__(
         self,
         policy: Any,
@@ -115,7 +66,8 @@ class LeRobotPolicy:
         device: str,
         use_amp: bool,
         observation_keys: dict[str, str],
-        lock: threading.Lock | None = None,
+        noise: NoiseHooks | None = None,
+        lock: threading.RLock | None = None,
     ) -> None:
         self.policy = policy
         self.preprocessor = preprocessor
@@ -124,17 +76,23 @@ class LeRobotPolicy:
         self.use_amp = use_amp
         # env key -> policy key, for every observation the policy reads (the rest is dropped)
         self.observation_keys = observation_keys
-        self._lock = lock or threading.Lock()
-        self._rng = LaneRng(device)
+        self.noise = noise
+        self.lock = lock or threading.RLock()
+        # batch row -> the noise of the episode on it (kept per row, so that rows could start episodes apart)
+        self.rows: dict[int, RowNoise] = {}
 
     def reset(self, task: TaskSpec, episode_seeds: Sequence[int | None]) -> None:
         self.policy.reset()
         for step in getattr(self.preprocessor, "steps", []) + getattr(self.postprocessor, "steps", []):
             if hasattr(step, "reset"):
                 step.reset()
-        first = next((s for s in episode_seeds if s is not None), 0)
-        with self._lock:
-            self._rng.seed(first + SEED_OFFSET)
+        if self.noise is not None:
+            for row in [r for r in self.rows if r >= len(episode_seeds)]:
+                del self.rows[row]
+            for row, seed in enumerate(episode_seeds):
+                if row not in self.rows:
+                    self.rows[row] = RowNoise()
+                self.rows[row].start(seed)
 
     def _policy_batch(self, batch: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -153,18 +111,38 @@ class LeRobotPolicy:
     def select_action(self, batch: dict[str, Any]) -> Any:
         import torch
 
-        processed = self.preprocessor(self._policy_batch(batch))
+        inputs = self._policy_batch(batch)
+        processed = self.preprocessor(inputs)
         device_type = torch.device(self.device).type
         autocast = torch.autocast(device_type=device_type) if self.use_amp else contextlib.nullcontext()
-        with self._lock, self._rng.active(), torch.inference_mode(), autocast:
-            action = self.policy.select_action(processed)
+        with self.lock, torch.inference_mode(), autocast:
+            if self.noise is None:
+                action = self.policy.select_action(processed)
+            else:
+                action = self._select_with_row_noise(processed, rows_of(inputs))
         if action.is_floating_point() and action.dtype != torch.float32:
             action = action.float()  # autocast output; the env wants float32
         return self.postprocessor(action)
 
+    def _select_with_row_noise(self, processed: dict[str, Any], size: int) -> Any:
+        assert self.noise is not None
+        if size != len(self.rows):
+            raise ValueError(f"select_action got a batch of {size} rows after a reset of {len(self.rows)}")
+        before = GlobalRngState(self.device).capture()
+        with self.noise(self.policy, [self.rows[row] for row in range(size)]):
+            action = self.policy.select_action(processed)
+        if not GlobalRngState(self.device).capture().same_as(before):
+            # Noise drawn past the hooks would depend on the batch: better no result than a silently wrong one.
+            raise UserError(
+                f"the {self.policy.config.type} policy drew noise from torch's global generator under lerobot "
+                f"{version('lerobot')}, past lerobot_hydra's per-row noise, so its episodes would depend on their "
+                "batch-mates; install the lerobot that lerobot_hydra pins (pip install -e '.[lerobot]')"
+            )
+        return action
+
     def fork(self) -> LeRobotPolicy:
-        """Own per-episode state and processors, same weight tensors (see the module docstring)."""
-        with self._lock:
+        """Own per-episode state, processors and row generators, same weight tensors (see the module docstring)."""
+        with self.lock:
             policy = copy.deepcopy(self.policy, shared_tensor_memo(self.policy))
         return LeRobotPolicy(
             policy,
@@ -173,5 +151,6 @@ class LeRobotPolicy:
             self.device,
             self.use_amp,
             dict(self.observation_keys),
-            self._lock,
+            self.noise,
+            self.lock,
         )
