@@ -140,3 +140,19 @@ def test_noise_drawn_past_the_row_generators_stops_the_run(compose: Callable, po
     policy.reset(env.tasks()[0], [1000])
     with pytest.raises(UserError, match="the diffusion policy drew noise from torch's global generator"):
         policy.select_action(first_batch(env))
+
+
+@pytest.mark.parametrize(
+    "family, model", [("pi0", "pi0.modeling_pi0.PI0Pytorch"), ("pi05", "pi05.modeling_pi05.PI05Pytorch")]
+)
+def test_pi0_and_pi05_get_per_row_flow_matching_noise(family: str, model: str) -> None:
+    """Too large to build here: the installed LeRobot's model classes have the hook that row noise replaces."""
+    import importlib
+    from types import SimpleNamespace
+
+    from lerobot_hydra.policies.lerobot_noise import flow_matching_noise, noise_hooks
+
+    module, _, name = model.rpartition(".")
+    model_class = getattr(importlib.import_module(f"lerobot.policies.{module}"), name)
+    assert noise_hooks(SimpleNamespace(config=SimpleNamespace(type=family), model=model_class)) is flow_matching_noise
+    assert noise_hooks(SimpleNamespace(config=SimpleNamespace(type=family), model=object())) is None  # no hook: rowwise
