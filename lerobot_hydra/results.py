@@ -3,22 +3,11 @@ LeRobot's `eval_info.json` layout, and the console table."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 from lerobot_hydra.records import EpisodeRecord
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """95% Wilson score interval of a success rate, as fractions."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+from lerobot_hydra.stats import wilson_interval
 
 
 def _summary(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
