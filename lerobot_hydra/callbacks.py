@@ -18,18 +18,23 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from lerobot_hydra.commands import shell_command
+from lerobot_hydra.errors import UserError
 
 MERGE_COMMAND = "lerobot-hydra-merge"
 
 
 class MergeShards(Callback):
-    def __init__(self) -> None:
+    def __init__(self, baseline: str | None = None) -> None:
+        # The configuration the sweep summary compares the others with (summary.pick_baseline); None: the first.
+        self.baseline = str(baseline) if baseline is not None else None
         self._sweep_dir: Path | None = None
         # True when this multirun runs only some shards of its split (eval.num_shards given, ids left out):
         # shards it did not run are expected to be missing, and are reported without failing the sweep.
         self._some_shards = False
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from lerobot_hydra.summary import check_baseline
+
         launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
         if launcher.endswith("SlurmLauncher") and shutil.which("sbatch") is None:
             choice = OmegaConf.select(config, "hydra.runtime.choices.hydra/launcher", default="submitit_slurm")
@@ -42,6 +47,11 @@ class MergeShards(Callback):
             sys.exit(2)
         self._sweep_dir = Path(str(config.hydra.sweep.dir))
         self._some_shards = runs_some_shards(list(config.hydra.overrides.task))
+        try:
+            check_baseline(self.baseline, sweep_values(list(config.hydra.overrides.task)))
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr)
+            sys.exit(2)
         atexit.register(self._report_unfinished)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -50,7 +60,7 @@ class MergeShards(Callback):
         atexit.unregister(self._report_unfinished)
         sweep_dir = self._sweep_dir or Path(str(config.hydra.sweep.dir))
         try:
-            result = merge_sweep(sweep_dir)
+            result = merge_sweep(sweep_dir, baseline=self.baseline)
         except Exception as err:  # noqa: BLE001 - Hydra would turn it into a warning and exit 0
             print(
                 f"error: merging {sweep_dir} failed ({err!r}); retry with: {merge_command(sweep_dir)}", file=sys.stderr
@@ -94,6 +104,16 @@ class MergeShards(Callback):
 
 def merge_command(sweep_dir: Path) -> str:
     return shell_command([MERGE_COMMAND, str(sweep_dir)])
+
+
+def sweep_values(overrides: list[str]) -> dict[str, list[str]]:
+    """Each override's key and its values (several for a swept key)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from lerobot_hydra.cli import override_values
+
+    parsed = OverridesParser.create().parse_overrides([str(o) for o in overrides])
+    return {o.key_or_group: override_values(o) for o in parsed}
 
 
 def runs_some_shards(overrides: list[str]) -> bool:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobot_hydra.commands import hydra_override, shell_command
-from lerobot_hydra.durable import remove_temporaries, write_json_atomic
+from lerobot_hydra.durable import remove_temporaries
 from lerobot_hydra.errors import UserError
 from lerobot_hydra.records import read_jsonl, sort_records
 from lerobot_hydra.results import aggregate
@@ -44,7 +44,6 @@ from lerobot_hydra.sharding import (
 )
 from lerobot_hydra.store import EPISODES_FILE, diff_keys, fingerprint
 
-SUMMARY_FILE = "sweep_summary.json"
 # Hydra overrides that a re-run command must not copy: the sweep/run location is given explicitly.
 _LOCATION_OVERRIDES = ("hydra.sweep.dir=", "hydra.run.dir=", "hydra.sweep.subdir=", "hydra.mode=")
 
@@ -253,8 +252,9 @@ def merged_info(combo: Combination, out_dir: Path) -> dict[str, Any]:
     return aggregate(sort_records(records, combo.shards[0].task_keys), sum(s.eval_s for s in combo.shards))
 
 
-def merge_sweep(sweep_dir: Path, write: bool = True) -> MergeResult:
-    """Check every combination under `sweep_dir` and (with `write`) publish each one that passes."""
+def merge_sweep(sweep_dir: Path, write: bool = True, baseline: str | None = None) -> MergeResult:
+    """Check every combination under `sweep_dir` and (with `write`) publish each one that passes, and with
+    several a summary comparing them with `baseline` (see `summary.pick_baseline`; None: the first)."""
     sweep_dir = sweep_dir.resolve()
     result = MergeResult(sweep_dir)
     if not sweep_dir.is_dir():
@@ -291,7 +291,7 @@ def merge_sweep(sweep_dir: Path, write: bool = True) -> MergeResult:
         if not problems and not missing:
             result.merged.append((combo, merged_info(combo, output_dir(sweep_dir, combo, several))))
     if write:
-        _publish(result, several)
+        _publish(result, several, baseline)
     return result
 
 
@@ -303,7 +303,7 @@ def output_dir(sweep_dir: Path, combo: Combination, several: bool) -> Path:
     return sweep_dir / label_dir_name(combo.name or "default") if several else sweep_dir
 
 
-def _publish(result: MergeResult, several: bool) -> None:
+def _publish(result: MergeResult, several: bool, baseline: str | None) -> None:
     """Writes every merged combination while holding the lock of each dir it writes into."""
     targets = {output_dir(result.sweep_dir, combo, several) for combo, _ in result.merged if combo.num_shards > 1}
     if several and result.ok:
@@ -317,14 +317,15 @@ def _publish(result: MergeResult, several: bool) -> None:
             return
         for target in targets:
             remove_temporaries(target)  # left by a merge that was killed while writing
-        _write_merged(result, several)
+        _write_merged(result, several, baseline)
 
 
-def _write_merged(result: MergeResult, several: bool) -> None:
+def _write_merged(result: MergeResult, several: bool, baseline: str | None) -> None:
     from lerobot_hydra.loggers import saved_run_config
-    from lerobot_hydra.reporting import EVAL_INFO_FILE, publish_merged, publish_sweep
+    from lerobot_hydra.reporting import EVAL_INFO_FILE, publish_merged
+    from lerobot_hydra.summary import SweepEntry, publish_summary
 
-    rows = []
+    entries = []
     for combo, info in result.merged:
         if combo.num_shards > 1:
             out_dir = output_dir(result.sweep_dir, combo, several)
@@ -342,49 +343,13 @@ def _write_merged(result: MergeResult, several: bool) -> None:
             result.written.append(eval_info)
         else:
             eval_info = combo.shards[0].dir / EVAL_INFO_FILE
-        rows.append(_summary_row(combo, info, eval_info, result.sweep_dir))
-    if several and result.ok:
-        summary = result.sweep_dir / SUMMARY_FILE
-        write_json_atomic(summary, {"combinations": rows})
-        print(format_summary(rows, f"Sweep summary ({summary})"), flush=True)
-        publish_sweep([(combo.name or "default", info) for combo, info in result.merged], result.sweep_dir)
-
-
-def _summary_row(combo: Combination, info: dict[str, Any], eval_info: Path, sweep_dir: Path) -> dict[str, Any]:
-    overall = info["overall"]
-    return {
-        "combination": combo.name,
-        "label": combo.label,
-        "num_shards": combo.num_shards,
-        "n_episodes": overall["n_episodes"],
-        "pc_success": overall["pc_success"],
-        "ci95_pc_success": overall["ci95_pc_success"],
-        "eval_s": overall["eval_s"],
-        "eval_info": str(eval_info.relative_to(sweep_dir)) if eval_info.is_relative_to(sweep_dir) else str(eval_info),
-    }
-
-
-def format_summary(rows: list[dict[str, Any]], title: str) -> str:
-    """One line per combination: label, shards, episodes, success and its 95% interval."""
-    table = [("combination", "shards", "episodes", "success", "95% CI")]
-    for row in rows:
-        low, high = row["ci95_pc_success"]
-        table.append(
-            (
-                row["combination"] or "(default)",
-                str(row["num_shards"]),
-                str(row["n_episodes"]),
-                f"{row['pc_success']:.1f}%",
-                f"[{low:.1f}, {high:.1f}]",
-            )
+        dirs = [s.dir for s in combo.shards]
+        entries.append(
+            SweepEntry(combo.name, combo.label, combo.num_shards, combo.shards[0].identity, info, eval_info, dirs)
         )
-    widths = [max(len(r[i]) for r in table) for i in range(5)]
-    aligned = [
-        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-        for r in table
-    ]
-    lines = [title, aligned[0], "-" * (sum(widths) + 8), *aligned[1:]]
-    return "\n".join(lines)
+    if several and result.ok:
+        config = saved_run_config(result.merged[0][0].shards[0].dir)
+        result.problems.extend(publish_summary(entries, result.sweep_dir, baseline, config))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -396,8 +361,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--check", action="store_true", help="only report what is missing or inconsistent; write nothing"
     )
+    parser.add_argument(
+        "--baseline",
+        help="the configuration the others are compared with: its overrides or values, e.g. policy=random "
+        "(default: the sweep's first)",
+    )
     args = parser.parse_args(argv)
-    result = merge_sweep(args.sweep_dir, write=not args.check)
+    result = merge_sweep(args.sweep_dir, write=not args.check, baseline=args.baseline)
     for problem in result.problems:
         print(f"error: {problem}", file=sys.stderr)
     if args.check and result.ok:

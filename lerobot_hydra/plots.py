@@ -12,6 +12,7 @@ from typing import Any
 
 SUCCESS_PLOT = "success_by_task.png"
 SWEEP_HEATMAP = "sweep_heatmap.png"
+COMPARISON_PLOT = "comparison_forest.png"
 LABEL_CHARS = 48
 DPI = 110
 
@@ -144,5 +145,47 @@ def sweep_heatmap(results: Sequence[tuple[str, dict[str, Any]]], path: Path) -> 
                 ax.text(c, r, f"{value:.0f}", ha="center", va="center", fontsize=6, color=shade)
     fig.colorbar(image, ax=ax, label="success rate (%)", fraction=0.03, pad=0.01)
     ax.set_title("Success across the sweep", fontsize=10)
+    fig.savefig(path)
+    return path
+
+
+def comparison_forest(comparisons: Sequence[dict[str, Any]], baseline: str, path: Path) -> Path:
+    """Each configuration's difference from the baseline (points) with its 95% interval: its overall line, then
+    one per task; paired comparisons in blue, unpaired in orange."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from lerobot_hydra.pairing import format_p, row_label
+
+    rows: list[tuple[float, str, dict[str, Any], bool, bool]] = []  # (y, label, row, paired, is overall)
+    y = 0.0
+    for comparison in comparisons:
+        tasks = comparison["per_task"] if len(comparison["per_task"]) > 1 else []
+        rows.append((y, _short(comparison["candidate"], 60), comparison["overall"], comparison["paired"], True))
+        y -= 1.0
+        for task in tasks:
+            rows.append((y, "   " + _short(row_label(task)), task, comparison["paired"], False))
+            y -= 1.0
+        y -= 0.5
+    fig = Figure(figsize=(10.0, 1.6 + 0.3 * len(rows)), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for y_pos, _, row, paired, overall in rows:
+        colour = "C0" if paired else "C1"
+        low, high = row["ci95_diff_pc"]
+        ax.plot([low, high], [y_pos, y_pos], color=colour, linewidth=2.5 if overall else 1.2)
+        ax.plot([row["diff_pc"]], [y_pos], marker="D" if overall else "o", color=colour, markersize=6 if overall else 4)
+        text = f"{row['diff_pc']:+.0f} [{low:+.0f}, {high:+.0f}] p={format_p(row['p_value'])}"
+        ax.text(1.01, y_pos, text, transform=ax.get_yaxis_transform(), va="center", fontsize=8)
+    ys = [r[0] for r in rows]
+    ax.set_yticks(ys, [r[1] for r in rows], fontsize=8)
+    for tick, (*_, overall) in zip(ax.get_yticklabels(), rows, strict=True):
+        tick.set_fontweight("bold" if overall else "normal")
+    ax.axvline(0, color="black", linewidth=1)
+    ax.set_xlim(-105, 105)
+    ax.set_ylim(min(ys, default=0.0) - 0.7, 0.7)
+    ax.set_xlabel("success difference from the baseline (points); bars: 95% interval; blue paired, orange unpaired")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(f"Compared with the baseline {_short(baseline, 60)}", fontsize=10)
     fig.savefig(path)
     return path

@@ -11,6 +11,10 @@ apt_packages=(libosmesa6 libgl1 libegl1 libglib2.0-0)
 if [[ ",$extras," == *",all,"* || ",$extras," == *",slurm,"* ]]; then
   apt_packages+=(slurmctld slurmd slurm-client munge)
 fi
+if [[ ",$extras," == *",test,"* ]]; then
+  # The report page's test opens report.html in a real headless browser (Debian's build plays H.264 videos).
+  apt_packages+=(chromium)
+fi
 if [[ ",$extras," == *",all,"* || ",$extras," == *",libero,"* ]]; then
   # LIBERO's egl_probe and hf-egl-probe (via robomimic, hf-libero) ship only sources: built with CMake and g++.
   apt_packages+=(cmake build-essential)

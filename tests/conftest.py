@@ -98,3 +98,23 @@ def compose() -> Iterator[Any]:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         yield lambda *overrides, **kw: hydra_compose(config_name="config", overrides=list(overrides), **kw)
     GlobalHydra.instance().clear()
+
+
+def evaluate_here(out_dir: Path, *overrides: str, label: str = "") -> dict[str, Any]:
+    """A real evaluation in this process, without Hydra's app or a subprocess: compose the config tree with
+    `overrides`, validate it and evaluate into `out_dir` (`label`: the combination label a sweep job would have)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    import lerobot_hydra.main  # noqa: F401  registers schemas and the project-root resolver
+    from lerobot_hydra.config import validate
+    from lerobot_hydra.evaluation import evaluate_config
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = hydra_compose(config_name="config", overrides=list(overrides))
+            return evaluate_config(cfg, validate(cfg), out_dir, label)
+    finally:
+        GlobalHydra.instance().clear()

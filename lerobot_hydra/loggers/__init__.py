@@ -18,14 +18,14 @@ from typing import Any, Protocol
 
 log = logging.getLogger("lerobot_hydra")
 
-EVAL, SHARD, MERGED = "eval", "shard", "merged"
+EVAL, SHARD, MERGED, SWEEP = "eval", "shard", "merged", "sweep"
 
 
 @dataclass(frozen=True)
 class RunMeta:
     """Which run a result set belongs to."""
 
-    job_type: str  # eval | shard | merged
+    job_type: str  # eval | shard | merged | sweep
     # Stable identity: results logged under the same key go to the same run (a resumed shard, a re-run merge).
     key: str
     # Display name: `base_name` (the run or sweep dir) followed by `detail` (swept overrides, shard, merged).
@@ -48,6 +48,9 @@ class RunMeta:
 class ExperimentLogger(Protocol):
     def log_results(self, info: dict[str, Any], out_dir: Path, run: RunMeta, images: dict[str, Path]) -> None:
         """Log one result set; never raises (a logging failure is a warning, the files on disk remain)."""
+
+    def log_sweep(self, summary: dict[str, Any], out_dir: Path, run: RunMeta, images: dict[str, Path]) -> None:
+        """Log a sweep's summary (summary.sweep_summary: combinations, multi-seed pools, comparisons); never raises."""
 
 
 def build_logger(node: Any) -> ExperimentLogger | None:
@@ -157,3 +160,15 @@ def merged_run(
     )
     key = f"{sweep_dir.resolve()}|{label}|{MERGED}"
     return RunMeta(MERGED, key, group, _detail(label, MERGED), group, plain)
+
+
+def sweep_run(config: Mapping[str, Any] | Any, sweep_dir: Path, summary: Mapping[str, Any]) -> RunMeta:
+    """The summary of the sweep in `sweep_dir` (its combinations, multi-seed pools and comparisons), in the sweep's
+    group; `config` is one combination's config, of which only the logger settings matter."""
+    group = dir_name(sweep_dir)
+    labels = [row["label"] for row in summary["combinations"]]
+    plain = _with_run(
+        {}, job_type=SWEEP, out_dir=str(sweep_dir), sweep=group, combinations=labels, baseline=summary.get("baseline")
+    )
+    plain["logger"] = plain_config(config).get("logger")
+    return RunMeta(SWEEP, f"{sweep_dir.resolve()}|{SWEEP}", group, "summary", group, plain, log_videos=False)

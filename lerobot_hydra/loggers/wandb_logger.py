@@ -10,6 +10,7 @@ import logging
 import netrc
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from urllib.parse import urlparse
 
 from lerobot_hydra.errors import UserError, missing_extra
 from lerobot_hydra.loggers import RunMeta
+from lerobot_hydra.loggers.wandb_sweep import sweep_payload
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -89,13 +91,19 @@ class WandbLoggerConfig:
         return "offline"
 
     def log_results(self, info: dict[str, Any], out_dir: Path, run: RunMeta, images: dict[str, Path]) -> None:
+        self._safely(out_dir, run, lambda wandb: self._payload(wandb, info, out_dir, run, images))
+
+    def log_sweep(self, summary: dict[str, Any], out_dir: Path, run: RunMeta, images: dict[str, Path]) -> None:
+        self._safely(out_dir, run, lambda wandb: sweep_payload(wandb, summary, images))
+
+    def _safely(self, out_dir: Path, run: RunMeta, payload: Callable[[Any], dict[str, Any]]) -> None:
         try:
             import wandb
         except ImportError:
             _say_once("import", logging.WARNING, "W&B logging skipped: %s", missing_extra("wandb", "wandb"))
             return
         try:
-            self._log(wandb, info, out_dir, run, images)
+            self._log(wandb, out_dir, run, payload)
         except Exception as err:  # noqa: BLE001 - W&B never fails an evaluation
             _say_once(
                 "failed",
@@ -106,7 +114,20 @@ class WandbLoggerConfig:
                 out_dir,
             )
 
-    def _log(self, wandb: Any, info: dict[str, Any], out_dir: Path, run: RunMeta, images: dict[str, Path]) -> None:
+    def _payload(
+        self, wandb: Any, info: dict[str, Any], out_dir: Path, run: RunMeta, images: dict[str, Path]
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = dict(summary_metrics(info))
+        payload["per_task"] = wandb.Table(columns=TASK_COLUMNS, data=task_rows(info))
+        payload["episodes"] = wandb.Table(columns=EPISODE_COLUMNS, data=episode_rows(info))
+        for key, path in images.items():
+            payload[f"plots/{key}"] = wandb.Image(str(path))
+        if run.log_videos:
+            for key, videos in sample_videos(info, out_dir, self.max_videos).items():
+                payload[f"videos/{key}"] = [wandb.Video(str(p), caption=c, format="mp4") for p, c in videos]
+        return payload
+
+    def _log(self, wandb: Any, out_dir: Path, run: RunMeta, payload: Callable[[Any], dict[str, Any]]) -> None:
         root = Path(self.dir) if self.dir else out_dir
         mode = self.resolved_mode(root / "wandb")
         if mode == "disabled":
@@ -130,15 +151,7 @@ class WandbLoggerConfig:
             settings=wandb.Settings(console="off", x_disable_stats=True, init_timeout=INIT_TIMEOUT_S, silent=True),
         )
         try:
-            payload: dict[str, Any] = dict(summary_metrics(info))
-            payload["per_task"] = wandb.Table(columns=TASK_COLUMNS, data=task_rows(info))
-            payload["episodes"] = wandb.Table(columns=EPISODE_COLUMNS, data=episode_rows(info))
-            for key, path in images.items():
-                payload[f"plots/{key}"] = wandb.Image(str(path))
-            if run.log_videos:
-                for key, videos in sample_videos(info, out_dir, self.max_videos).items():
-                    payload[f"videos/{key}"] = [wandb.Video(str(p), caption=c, format="mp4") for p, c in videos]
-            wb_run.log(payload)
+            wb_run.log(payload(wandb))
             where = wb_run.url if mode == "online" else str(Path(wb_run.dir).parent)
         finally:
             wb_run.finish()

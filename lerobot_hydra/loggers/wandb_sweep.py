@@ -1,0 +1,73 @@
+"""What the W&B run of a sweep (job_type `sweep`) logs: the summary of its combinations, the multi-seed pools and
+the comparisons with the baseline, as tables and summary metrics, plus the sweep's plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+COMBINATION_COLUMNS = ["combination", "arm", "seed", "num_shards", "n_episodes", "pc_success", "ci95_low", "ci95_high"]
+COMPARISON_COLUMNS = [
+    "candidate",
+    "baseline",
+    "paired",
+    "unpaired_reason",
+    "task_group",
+    "task_id",
+    "task_name",
+    "n_baseline",
+    "n_candidate",
+    "pc_baseline",
+    "pc_candidate",
+    "diff_pc",
+    "ci95_low",
+    "ci95_high",
+    "p_value",
+]
+SEED_COLUMNS = ["arm", "seed", "n_episodes", "pc_success", "ci95_low", "ci95_high"]
+
+
+def sweep_payload(wandb: Any, summary: dict[str, Any], images: dict[str, Path]) -> dict[str, Any]:
+    payload: dict[str, Any] = dict(sweep_metrics(summary))
+    rows = [[r[c] for c in COMBINATION_COLUMNS[:6]] + list(r["ci95_pc_success"]) for r in summary["combinations"]]
+    payload["combinations"] = wandb.Table(columns=COMBINATION_COLUMNS, data=rows)
+    if summary["comparisons"]:
+        payload["comparisons"] = wandb.Table(columns=COMPARISON_COLUMNS, data=comparison_rows(summary))
+    if summary["multi_seed"]:
+        seeds = [
+            [pool["arm"], str(s["seed"]), s["n_episodes"], s["pc_success"], *s["ci95_pc_success"]]
+            for pool in summary["multi_seed"]
+            for s in [*pool["per_seed"], {"seed": "pooled", **pool["pooled"]}]
+        ]
+        payload["multi_seed"] = wandb.Table(columns=SEED_COLUMNS, data=seeds)
+    for key, path in images.items():
+        payload[f"plots/{key}"] = wandb.Image(str(path))
+    return payload
+
+
+def comparison_rows(summary: dict[str, Any]) -> list[list[Any]]:
+    """One row per compared configuration and task, and its overall row (task fields empty)."""
+    out = []
+    for c in summary["comparisons"]:
+        for row in [*c["per_task"], c["overall"]]:
+            head = [c["candidate"], c["baseline"], c["paired"], c["unpaired_reason"]]
+            task = [row.get("task_group"), row.get("task_id"), row.get("task_name")]
+            values = [row[k] for k in ("n_baseline", "n_candidate", "pc_baseline", "pc_candidate", "diff_pc")]
+            out.append([*head, *task, *values, *row["ci95_diff_pc"], row["p_value"]])
+    return out
+
+
+def sweep_metrics(summary: dict[str, Any]) -> dict[str, float]:
+    """`compare/<candidate>/{diff_pc, ci95_low, ci95_high, p_value}` (overall) and
+    `multi_seed/<arm or all>/{pc_success, std_pc_success}` (pooled)."""
+    out: dict[str, float] = {}
+    for c in summary["comparisons"]:
+        overall = c["overall"]
+        out[f"compare/{c['candidate']}/diff_pc"] = overall["diff_pc"]
+        out[f"compare/{c['candidate']}/ci95_low"], out[f"compare/{c['candidate']}/ci95_high"] = overall["ci95_diff_pc"]
+        out[f"compare/{c['candidate']}/p_value"] = overall["p_value"]
+    for pool in summary["multi_seed"]:
+        arm = pool["arm"] or "all"
+        out[f"multi_seed/{arm}/pc_success"] = pool["pooled"]["pc_success"]
+        out[f"multi_seed/{arm}/std_pc_success"] = pool["std_pc_success"]
+    return out
