@@ -32,6 +32,15 @@ class MergeShards(Callback):
         # shards it did not run are expected to be missing, and are reported without failing the sweep.
         self._some_shards = False
 
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if self.baseline:
+            print(
+                "error: hydra.callbacks.merge_shards.baseline names the baseline of a sweep's comparisons; add -m and "
+                "sweep over the configurations to compare",
+                file=sys.stderr,
+            )
+            sys.exit(2)
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from lerobot_hydra.summary import check_baseline
 

@@ -89,6 +89,9 @@ def pairing_problem(a: ResultSet, b: ResultSet) -> str | None:
 def compare(baseline: ResultSet, candidate: ResultSet, require_paired: bool = False) -> dict[str, Any]:
     """The comparison of `candidate` against `baseline`, paired when their episodes pair up. With
     `require_paired`, result sets that do not pair are refused (UserError naming the difference)."""
+    for side in (baseline, candidate):
+        if not side.records:
+            raise UserError(f"{side.name} holds no episodes to compare")
     reason = pairing_problem(baseline, candidate)
     if reason is not None and require_paired:
         raise UserError(

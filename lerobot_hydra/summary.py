@@ -109,16 +109,20 @@ def _holds(overrides: list[str], wanted: str) -> bool:
 
 
 def check_baseline(spec: str | None, sweep_values: Mapping[str, Sequence[str]]) -> None:
-    """Before a sweep runs: `spec` must name values the sweep has (`sweep_values`: override key -> its values)."""
+    """Before a sweep runs: `spec` must name values the sweep has (`sweep_values`: override key -> its values),
+    one of them a swept one."""
     if not spec:
         return
-    choices = [f"{key}={value}" for key, values in sweep_values.items() for value in values]
-    for wanted in split_label(spec):
-        if not _holds(choices, wanted):
-            raise UserError(
-                f"hydra.callbacks.merge_shards.baseline='{spec}': '{wanted}' is none of the sweep's values; "
-                f"name the baseline's overrides or values, e.g. one of: {', '.join(choices[:8])}"
-            )
+    given = [f"{key}={value}" for key, values in sweep_values.items() for value in values]
+    swept = [f"{key}={value}" for key, values in sweep_values.items() if len(values) > 1 for value in values]
+    wanted = split_label(spec)
+    unknown = [w for w in wanted if not _holds(given, w)]
+    if unknown or not any(_holds(swept, w) for w in wanted):
+        what = f"'{unknown[0]}' is none of the sweep's values" if unknown else "it names no swept value"
+        raise UserError(
+            f"hydra.callbacks.merge_shards.baseline='{spec}': {what}; name the baseline's overrides or values, "
+            f"e.g. one of: {', '.join(swept[:8]) or '(nothing is swept)'}"
+        )
 
 
 def sweep_summary(entries: Sequence[SweepEntry], sweep_dir: Path, baseline: str | None) -> dict[str, Any]:

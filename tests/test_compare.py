@@ -82,7 +82,9 @@ def test_a_sweep_over_two_policies_prints_and_writes_the_paired_comparison(tmp_p
     ]
 
 
-def test_a_baseline_that_names_no_swept_value_is_refused_before_any_job_runs(tmp_path: Path) -> None:
+def test_a_baseline_that_names_no_swept_value_or_outside_a_sweep_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
     proc = run_eval(
         "policy=random,metaworld_expert",
         "hydra.callbacks.merge_shards.baseline=expert",
@@ -97,6 +99,22 @@ def test_a_baseline_that_names_no_swept_value_is_refused_before_any_job_runs(tmp
         .startswith("error: hydra.callbacks.merge_shards.baseline='expert': 'expert' is none of the sweep's values")
     )
     assert "policy=metaworld_expert" in proc.stderr and not (tmp_path / "sweep").exists()
+    shared = run_eval(
+        "policy=random,metaworld_expert",
+        "env.task=reach-v3",
+        "hydra.callbacks.merge_shards.baseline=reach-v3",
+        out_dir=tmp_path / "sweep",
+        multirun=True,
+        check=False,
+    )
+    assert shared.returncode == 2 and "baseline='reach-v3': it names no swept value" in shared.stderr
+    single = run_eval("hydra.callbacks.merge_shards.baseline=random", out_dir=tmp_path / "run", check=False)
+    assert single.returncode == 2 and not (tmp_path / "run").exists()
+    assert (
+        single.stderr.strip()
+        .splitlines()[-1]
+        .startswith("error: hydra.callbacks.merge_shards.baseline names the baseline of a sweep's comparisons; add -m")
+    )
 
 
 @pytest.fixture(scope="module")
