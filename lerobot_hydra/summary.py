@@ -260,8 +260,8 @@ def format_sweep_summary(summary: dict[str, Any], title: str) -> str:
     return "\n".join(lines)
 
 
-def _rate(pc: float, ci: Sequence[float]) -> tuple[str, str]:
-    return f"{pc:.1f}%", f"[{ci[0]:.1f}, {ci[1]:.1f}]"
+def _rate(pc: float | None, ci: Sequence[float]) -> tuple[str, str]:
+    return (f"{pc:.1f}%", f"[{ci[0]:.1f}, {ci[1]:.1f}]") if pc is not None else ("-", "-")
 
 
 def publish_summary(

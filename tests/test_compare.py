@@ -210,6 +210,8 @@ def test_seeds_merge_into_per_seed_rates_their_spread_and_a_pooled_rate(tmp_path
 
 
 def test_the_sweeps_wandb_run_logs_the_comparisons_and_the_multi_seed_pools(tmp_path: Path) -> None:
+    import wandb
+
     from lerobot_hydra.reporting import publish_sweep
     from lerobot_hydra.summary import sweep_summary
     from tests.test_stats import entry
@@ -223,6 +225,7 @@ def test_the_sweeps_wandb_run_logs_the_comparisons_and_the_multi_seed_pools(tmp_
     summary = sweep_summary(entries, tmp_path, "policy=a")
     config = {"logger": {"_target_": "lerobot_hydra.loggers.wandb_logger.WandbLoggerConfig", "mode": "offline"}}
     publish_sweep([(e.name, e.info) for e in entries], tmp_path, summary, config)
+    wandb.teardown()  # an offline run's file is written in the background: flush it before reading it back
     (run,) = offline_runs(tmp_path)
     assert run["job_type"] == "sweep" and run["config"]["run"]["baseline"] == "policy=a"
     overall = summary["comparisons"][0]["overall"]

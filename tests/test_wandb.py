@@ -131,6 +131,9 @@ def test_shards_and_their_merge_share_the_sweep_group_and_a_rerun_merge_adds_no_
     from lerobot_hydra.merge import main as merge_main
 
     assert merge_main([str(sweep)]) == 0
+    import wandb
+
+    wandb.teardown()  # this process's offline run is written in the background: flush it before reading it back
     again = [r for r in offline_runs(sweep) if r["job_type"] == "merged"]
     assert len(again) == 1 and again[0]["id"] == merged["id"] and again[0]["dir"] != merged["dir"]
 
