@@ -4,7 +4,7 @@
 
 A tiny ACT (ResNet-18 backbone, two 64x64 cameras and LIBERO's 8-D state, built locally and saved with its
 processors) on LIBERO libero_spatial task 0, 2 episodes of 10 steps, batch 2, async. Both sides are fresh
-processes timed from start to exit, driving `runner.evaluate` the same way except for the policy argument:
+processes timed from start to exit, driving `lanes.evaluate` the same way except for the policy argument:
 the built policy (load, then start the workers: the order before this change) or the function that builds it
 (`eval.py`'s way: the workers start and build their simulators, ~10 s each for LIBERO, while LeRobot is
 imported and the checkpoint loaded). The records must be identical. Target >= 1.1x.
@@ -34,7 +34,8 @@ from lerobot_hydra.envs.vector import prestart_workers
 from lerobot_hydra.evaluation import instantiate_node
 from lerobot_hydra.gl import configure_mujoco_gl
 from lerobot_hydra.progress import Progress
-from lerobot_hydra.runner import TaskWork, evaluate
+from lerobot_hydra.lanes import evaluate
+from lerobot_hydra.runner import TaskWork
 
 if __name__ == "__main__":
     configure_mujoco_gl()

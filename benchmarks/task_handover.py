@@ -26,8 +26,9 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 from lerobot_hydra.autotune import compose  # noqa: E402
 from lerobot_hydra.envs.slot_vector import SlotVectorEnv  # noqa: E402
 from lerobot_hydra.evaluation import instantiate_node  # noqa: E402
+from lerobot_hydra.lanes import evaluate  # noqa: E402
 from lerobot_hydra.progress import Progress  # noqa: E402
-from lerobot_hydra.runner import TaskWork, evaluate  # noqa: E402
+from lerobot_hydra.runner import TaskWork  # noqa: E402
 
 OVERRIDES = [
     "env=libero",

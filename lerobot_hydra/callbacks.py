@@ -54,6 +54,9 @@ class MergeShards(Callback):
                 file=sys.stderr,
             )
             sys.exit(2)
+        from lerobot_hydra.sweep_jobs import watch_submitit_jobs
+
+        watch_submitit_jobs()  # a failed job: one line per job of the sweep, then the shard table below
         self._sweep_dir = Path(str(config.hydra.sweep.dir))
         self._some_shards = runs_some_shards(list(config.hydra.overrides.task))
         try:

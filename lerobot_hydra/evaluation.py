@@ -11,16 +11,18 @@ from omegaconf import DictConfig, OmegaConf
 
 from lerobot_hydra.config import EvalConfig
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
-from lerobot_hydra.envs.vector import prestart_workers
+from lerobot_hydra.envs.vector import prestart_workers, stop_worker_servers
 from lerobot_hydra.errors import UserError
 from lerobot_hydra.gl import configure_mujoco_gl
+from lerobot_hydra.lanes import evaluate
 from lerobot_hydra.loggers import ExperimentLogger, build_logger, shard_run, single_run
 from lerobot_hydra.policies.base import PolicyConfig
 from lerobot_hydra.progress import Progress
 from lerobot_hydra.reporting import publish, publish_shard
 from lerobot_hydra.results import aggregate
-from lerobot_hydra.runner import TaskWork, evaluate
+from lerobot_hydra.runner import TaskWork
 from lerobot_hydra.sharding import TaskBlock, plan_size, shard_plan
+from lerobot_hydra.stopping import RunInterrupted
 from lerobot_hydra.store import RunStore
 from lerobot_hydra.validation import check_shards_have_work, require_tasks
 from lerobot_hydra.video import VideoRecorder, without_missing_videos
@@ -104,6 +106,7 @@ def _run_and_publish(
     out_dir = store.out_dir
     num_shards = eval_cfg.num_shards or 1
     videos = video_recorder(eval_cfg, env_cfg, work, out_dir)
+    interrupted: RunInterrupted | None = None
     try:
         if any(w.episodes for w in work):
             if eval_cfg.use_async_envs and eval_cfg.batch_size > 1:
@@ -127,19 +130,29 @@ def _run_and_publish(
                 render=videos is not None,
                 videos=videos,
             )
+    except RunInterrupted as err:
+        interrupted = err.with_traceback(None)  # its frames would keep the closed workers' shared memory alive
     finally:
+        stop_worker_servers()
         if videos is not None:
             videos.close()
         store.records[:] = without_missing_videos(store.records, out_dir)
         store.write()
     info = aggregate(store.sorted_records(), store.eval_s)
+    info["complete"] = store.complete
+    prefix = ""
+    if interrupted is not None:  # partial results, marked so, quickly (SLURM kills soon): no plot, no logger
+        planned = sum(w.done + len(w.episodes) for w in work)
+        prefix, logger = interrupted.summarize(len(store.records), planned, store.episodes_path), None
     if num_shards == 1:
         run = single_run(cfg, out_dir, label) if logger is not None else None
-        publish(info, out_dir, "Evaluation results", logger=logger, run=run)
+        publish(info, out_dir, prefix + "Evaluation results", logger=logger, run=run, quick=interrupted is not None)
     else:
         run = shard_run(cfg, out_dir, eval_cfg.shard_id, num_shards, label) if logger is not None else None
         title = f"Shard {eval_cfg.shard_id} of {num_shards} ({store.path}); the sweep's merge has the full results"
-        publish_shard(info, out_dir, title, logger=logger, run=run)
+        publish_shard(info, out_dir, prefix + title, logger=logger, run=run, quick=interrupted is not None)
+    if interrupted is not None:
+        raise interrupted
     return info
 
 

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from lerobot_hydra import config as schemas
 from lerobot_hydra.cli import install_error_reporting, prepare_argv
 from lerobot_hydra.errors import UserError
+from lerobot_hydra.stopping import RunInterrupted, print_status, stop_signals
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -37,7 +38,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     from lerobot_hydra.evaluation import evaluate_config
 
     eval_cfg = schemas.validate(cfg)
-    return evaluate_config(cfg, eval_cfg, Path(HydraConfig.get().runtime.output_dir), _job_label())
+    with stop_signals():
+        return evaluate_config(cfg, eval_cfg, Path(HydraConfig.get().runtime.output_dir), _job_label())
 
 
 def _job_label() -> str:
@@ -51,6 +53,10 @@ def _job_label() -> str:
 def _hydra_main(cfg: DictConfig) -> None:
     try:
         run(cfg)
+    except RunInterrupted as stopped:
+        # A SLURM job's status line goes to its log; its exit (no result) lets the sweep name its SLURM state.
+        print_status(stopped)
+        sys.exit(stopped.exit_code)
     except UserError as err:
         if HydraConfig.get().mode == RunMode.MULTIRUN:
             # Fail this job only: the launcher runs the others, then cli reports this error in one line.

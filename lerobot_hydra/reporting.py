@@ -28,11 +28,13 @@ def publish(
     *,
     logger: ExperimentLogger | None = None,
     run: RunMeta | None = None,
+    quick: bool = False,
 ) -> None:
     """Write `eval_info.json` and `success_by_task.png` into `out_dir`, print the table, then log the results
-    to `logger` as `run` (both or neither). Video paths in `info` are relative to `out_dir`."""
+    to `logger` as `run` (both or neither). Video paths in `info` are relative to `out_dir`. `quick` (a stopped
+    run, which SLURM kills soon): eval_info and the table only."""
     write_json_atomic(out_dir / EVAL_INFO_FILE, info)
-    _report(info, out_dir, f"{title} ({out_dir / EVAL_INFO_FILE})", logger, run, page_title=title)
+    _report(info, out_dir, f"{title} ({out_dir / EVAL_INFO_FILE})", logger, run, None if quick else title, quick)
 
 
 def publish_shard(
@@ -42,9 +44,10 @@ def publish_shard(
     *,
     logger: ExperimentLogger | None = None,
     run: RunMeta | None = None,
+    quick: bool = False,
 ) -> None:
     """A shard's partial results: plot, table and logger; the shard file, not eval_info.json, is its output."""
-    _report(info, out_dir, title, logger, run)
+    _report(info, out_dir, title, logger, run, quick=quick)
 
 
 def publish_merged(
@@ -137,9 +140,10 @@ def _report(
     logger: ExperimentLogger | None,
     run: RunMeta | None,
     page_title: str | None = None,
+    quick: bool = False,
 ) -> None:
-    """Plot, table, report page (with `page_title`) and logger."""
-    images = _plots(info, out_dir)
+    """Plot (unless `quick`), table, report page (with `page_title`) and logger."""
+    images = {} if quick else _plots(info, out_dir)
     print(format_table(info, title), flush=True)
     if images:
         print(f"Success plot: {images['success_by_task']}", flush=True)

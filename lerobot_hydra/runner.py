@@ -11,24 +11,22 @@ sub-envs draw it right after answering the step, while this process runs the pol
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
-from lerobot_hydra.envs.base import EnvConfig, TaskSpec
+from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.envs.vector import (
     EPISODES_KEY,
     INIT_STATE_KEY,
     RESET_MASK_KEY,
     TaskVectorEnv,
-    close_task_vector_envs,
 )
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.processors.observation import RAW_KEY
@@ -51,6 +49,10 @@ class TaskWork:
     successes: int = 0
 
 
+class LaneStopped(Exception):
+    """Raised in a lane whose `stop` event is set: another lane failed or the run is being stopped."""
+
+
 @dataclass
 class RolloutContext:
     policy: Policy
@@ -59,6 +61,7 @@ class RolloutContext:
     base_seed: int
     on_record: OnRecord
     videos: VideoRecorder | None = None
+    stop: threading.Event | None = None  # checked before every step; set: the episodes in flight are dropped
 
 
 def run_task(
@@ -123,6 +126,8 @@ def _run_batch(
                     vec.prepare_ahead(i, next_task)
         owed: set[int] = set()  # filmed sub-envs whose frame of the last step is still to be collected
         while any(running):
+            if ctx.stop is not None and ctx.stop.is_set():
+                raise LaneStopped
             batch = ctx.env_pre({RAW_KEY: obs, "task": [task.description] * n})
             action = ctx.env_post({"action": ctx.policy.select_action(batch)})["action"]
             _capture_frames(vec, running, only=owed)
@@ -233,79 +238,3 @@ def _as_actions(action: Any, n: int, dtype: Any) -> np.ndarray:
     if action.shape[:1] != (n,):
         raise ValueError(f"the policy returned actions of shape {action.shape}; expected a batch of {n}")
     return action
-
-
-def evaluate(
-    env_cfg: EnvConfig,
-    work: list[TaskWork],
-    policy: Policy | Callable[[], Policy],
-    env_pre: Pipeline,
-    env_post: Pipeline,
-    base_seed: int,
-    batch_size: int,
-    use_async: bool,
-    max_parallel_tasks: int,
-    on_record: OnRecord,
-    progress: Progress,
-    render: bool = False,
-    videos: VideoRecorder | None = None,
-) -> None:
-    """Run every task's remaining episodes, `max_parallel_tasks` tasks at a time, each lane with its own
-    workers and its own policy state.
-
-    `policy` may be a function that builds it: the workers then start, and begin building their first task's
-    simulators, while it runs (policy loading and simulator creation both take seconds).
-    """
-    work = [w for w in work if w.episodes]
-    if not work:
-        return
-    n_envs = min(batch_size, max(len(w.episodes) for w in work))
-    n_lanes = min(max_parallel_tasks, len(work))
-    lanes = [work[i::n_lanes] for i in range(n_lanes)]
-    lock = threading.Lock()
-
-    def locked_record(record: EpisodeRecord) -> None:
-        with lock:
-            on_record(record)
-
-    def start_lane(lane_work: list[TaskWork]) -> list[TaskVectorEnv]:
-        envs = env_cfg.create_envs(n_envs, use_async, tasks=[w.task for w in lane_work], render=render)
-        opened.append(envs)
-        vecs = [envs[w.task.group][w.task.task_id] for w in lane_work]
-        for slot in range(min(vecs[0].num_envs, len(lane_work[0].episodes))):
-            vecs[0].prepare_ahead(slot, lane_work[0].task)
-        return vecs
-
-    def run_lane(lane_work: list[TaskWork], vecs: list[TaskVectorEnv], lane_policy: Policy) -> None:
-        ctx = RolloutContext(lane_policy, env_pre, env_post, base_seed, locked_record, videos)
-        for j, w in enumerate(lane_work):
-            following = vecs[j + 1] if j + 1 < len(vecs) else None
-            next_task = following.task if following is not None and following.pool is vecs[j].pool else None
-            run_task(vecs[j], w, ctx, progress, next_task)
-
-    opened: list[dict[str, dict[int, TaskVectorEnv]]] = []
-    try:
-        if hasattr(policy, "select_action"):
-            built = cast(Policy, policy)
-            lane_vecs = [start_lane(lane) for lane in lanes]
-        else:
-            with cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="env-start") as starter:
-                started = starter.submit(lambda: [start_lane(lane) for lane in lanes])
-                try:
-                    built = cast(Callable[[], Policy], policy)()
-                except BaseException:
-                    started.exception()  # let the start finish, so that every worker it opened is closed below
-                    raise
-                lane_vecs = started.result()
-        if n_lanes == 1:
-            run_lane(lanes[0], lane_vecs[0], built)
-            return
-        with cf.ThreadPoolExecutor(max_workers=n_lanes, thread_name_prefix="lane") as pool:
-            futures = [
-                pool.submit(run_lane, lane, vecs, built.fork()) for lane, vecs in zip(lanes, lane_vecs, strict=True)
-            ]
-            for future in cf.as_completed(futures):
-                future.result()
-    finally:
-        for envs in opened:
-            close_task_vector_envs(envs)

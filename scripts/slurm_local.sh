@@ -94,6 +94,7 @@ ClusterName=lerobot-hydra-local
 SlurmctldHost=$NODE(127.0.0.1)
 SlurmUser=root
 AuthType=auth/munge
+AuthInfo=cred_expire=10
 StateSaveLocation=$STATE/ctld
 SlurmdSpoolDir=$STATE/spool
 SlurmctldPidFile=$STATE/slurmctld.pid

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ class CountingEnvConfig(EnvConfig):
     log_dir: str = ""
     n_tasks: int = 3
     episode_length: int | None = 20
+    fail_on_episode: int | None = None  # task 0's reset of this episode raises
+    step_sleep_s: float = 0.0  # wall time of each step
 
     def tasks(self) -> list[TaskSpec]:
         return [
@@ -32,14 +35,16 @@ class CountingEnvConfig(EnvConfig):
         return spaces.Dict({"agent_pos": spaces.Box(-1e6, 1e6, (2,), np.float64)}), spaces.Box(-1, 1, (1,), np.float32)
 
     def make_env(self, task: TaskSpec, render: bool) -> Any:
-        return CountingEnv(Path(self.log_dir), task)
+        return CountingEnv(Path(self.log_dir), task, self.fail_on_episode, self.step_sleep_s)
 
 
 class CountingEnv:
     """Episode k succeeds and terminates after k + 2 steps (so episodes end at different steps)."""
 
-    def __init__(self, log_dir: Path, task: TaskSpec) -> None:
+    def __init__(self, log_dir: Path, task: TaskSpec, fail_on_episode: int | None = None, sleep_s: float = 0.0) -> None:
         self.log_dir, self.task = log_dir, task
+        self.fail_on_episode = fail_on_episode if task.task_id == 0 else None
+        self.sleep_s = sleep_s
         self.steps = self.episode_steps = self.length = 0
         self._log("created")
 
@@ -49,10 +54,13 @@ class CountingEnv:
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         k = (options or {}).get("episode_index", 0)
+        if k == self.fail_on_episode:
+            raise RuntimeError(f"counting env: episode {k} fails on purpose")
         self.length, self.episode_steps = k + 2, 0
         return {"agent_pos": np.array([k, 0.0])}, {"init_state_id": k % 3}
 
     def step(self, action: np.ndarray) -> tuple[dict, float, bool, bool, dict]:
+        time.sleep(self.sleep_s)
         self.steps += 1
         self.episode_steps += 1
         done = self.episode_steps >= self.length

@@ -248,8 +248,9 @@ def test_forks_share_weight_tensors_but_not_episode_state(compose: Callable, che
 
 def test_act_with_temporal_ensembling_is_correct_in_parallel(compose: Callable, checkpoints: dict[str, Path]) -> None:
     """ACT's temporal ensemble is per-episode state inside the model object: each lane has its own."""
+    from lerobot_hydra.lanes import evaluate
     from lerobot_hydra.progress import Progress
-    from lerobot_hydra.runner import TaskWork, evaluate
+    from lerobot_hydra.runner import TaskWork
 
     env, policy = build(
         compose,

@@ -26,6 +26,7 @@ from gymnasium.vector.utils import (
 
 from lerobot_hydra.envs.shared_memory import lock_free_shared_memory
 from lerobot_hydra.envs.vector import RESET_MASK_KEY
+from lerobot_hydra.envs.worker_signals import OPEN_WORKERS, ignore_job_signals
 
 # One byte each way per step; STEP_RENDER also has the worker render a frame once it has answered.
 STEP, STEP_RENDER, DONE = b"s", b"r", b"k"
@@ -83,6 +84,7 @@ class SlotVectorEnv(gym.vector.VectorEnv):
                 daemon=True,
             )
             process.start()
+            OPEN_WORKERS.add(process)
             child.close()
             self._conns.append(parent)
             self._processes.append(process)
@@ -152,7 +154,7 @@ class SlotVectorEnv(gym.vector.VectorEnv):
             return
         # A worker still busy with a started call (building a simulator nobody will use) is stopped, not awaited.
         for index in self._parked:
-            self._processes[index].terminate()
+            self._processes[index].kill()
         for index, conn in enumerate(self._conns):
             if index not in self._parked:
                 try:
@@ -162,7 +164,9 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         for process, conn in zip(self._processes, self._conns, strict=True):
             process.join(timeout=10)
             if process.is_alive():
-                process.terminate()
+                process.kill()
+                process.join(timeout=10)
+            OPEN_WORKERS.discard(process)
             conn.close()
         self._parked.clear()
         self._conns, self._processes = [], []
@@ -224,6 +228,7 @@ def _worker(
     act_shm: Any,
     res_shm: dict[str, Any],
 ) -> None:
+    ignore_job_signals()
     try:
         env = slot_fn()
     except Exception:  # noqa: BLE001 - reported to the parent, which raises it

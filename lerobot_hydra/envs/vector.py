@@ -155,7 +155,8 @@ def worker_context(config: EnvConfig) -> str:
     from a server that has imported the benchmark's modules once."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return "spawn"
-    multiprocessing.set_forkserver_preload(["lerobot_hydra.envs.vector", *config.worker_preload()])
+    preload = ["lerobot_hydra.envs.forkserver_preload", "lerobot_hydra.envs.vector", *config.worker_preload()]
+    multiprocessing.set_forkserver_preload(preload)
     return "forkserver"
 
 
@@ -164,7 +165,23 @@ def prestart_workers(config: EnvConfig) -> None:
     if worker_context(config) == "forkserver":
         from multiprocessing import forkserver
 
-        forkserver.ensure_running()
+        from lerobot_hydra.envs.worker_signals import job_signals_blocked
+
+        with job_signals_blocked():
+            forkserver.ensure_running()
+
+
+def stop_worker_servers() -> None:
+    """Stops the forkserver and multiprocessing's resource tracker, if running, and waits for them: both otherwise
+    outlive this process by up to a second (they exit when they notice its end). Call once every worker is closed;
+    a later worker start brings them up again."""
+    from multiprocessing import forkserver, resource_tracker
+
+    gc.collect()  # frees the closed workers' shared memory, which the resource tracker would otherwise unlink itself
+    for server in (forkserver._forkserver, resource_tracker._resource_tracker):
+        stop = getattr(server, "_stop", None)  # private, present in CPython 3.8-3.13
+        if stop is not None:
+            stop()
 
 
 def render_threads_per_worker(n_workers: int) -> int | None:
