@@ -23,6 +23,8 @@ from lerobot_hydra.sharding import combination_label
 from lerobot_hydra.stopping import STATUS_PREFIX
 
 log = logging.getLogger("lerobot_hydra")
+# SLURM states of a job that has not ended yet.
+UNFINISHED = {"PENDING", "RUNNING", "REQUEUED", "COMPLETING", "CONFIGURING", "SUSPENDED", "RESIZING"}
 
 
 class SweepJobsFailed(Exception):
@@ -54,11 +56,17 @@ def watch_submitit_jobs() -> None:
         submitit.AutoExecutor.map_array = recording_map_array  # type: ignore[method-assign]
         try:
             return original(self, job_overrides, initial_job_idx)
+        except KeyboardInterrupt:
+            if not submitted:
+                raise
+            lines = [f"  {text}" for _, text in _job_lines(submitted)]
+            print("lerobot_hydra: stopped waiting (Ctrl-C); the jobs keep running:", *lines, sep="\n", file=sys.stderr)
+            raise SystemExit(130) from None
         except Exception:
             if not submitted:
                 raise
             _wait_for_all([job for job, _ in submitted])
-            lines = [job_line(job, overrides) for job, overrides in submitted]
+            lines = _job_lines(submitted)
             failed = sum(not ok for ok, _ in lines)
             report = [f"{failed} of {len(lines)} jobs of the sweep did not succeed:", *(f"  {t}" for _, t in lines)]
             raise SweepJobsFailed("\n".join(report)) from None
@@ -86,22 +94,31 @@ def _wait_for_all(jobs: list[Any]) -> None:
         pass
 
 
-def job_line(job: Any, overrides: Sequence[str]) -> tuple[bool, str]:
+def _job_lines(submitted: list[tuple[Any, Sequence[str]]]) -> list[tuple[bool, str]]:
+    """A line per job; the combination's label only when the sweep has several."""
+    several = len({combination_label(list(overrides)) for _, overrides in submitted}) > 1
+    return [job_line(job, overrides, several) for job, overrides in submitted]
+
+
+def job_line(job: Any, overrides: Sequence[str], with_label: bool = True) -> tuple[bool, str]:
     """(succeeded, 'job <id> <what happened> (state: <the cluster's>): shard k of N, <label>; log: <path>[; ...]')."""
     result, said = _outcome(job)
+    state = "" if result == "ok" else _state(job)
     if result == "ok":
         head = f"job {job.job_id} completed"
+    elif result == "none" and state in UNFINISHED:
+        head, said = f"job {job.job_id} is {state}", ""
     elif result == "none":
-        head = f"job {job.job_id} ended without a result (state: {_state(job)})"
+        head = f"job {job.job_id} ended without a result (state: {state})"
     else:
-        head = f"job {job.job_id} failed (state: {_state(job)})"
-    text = f"{head}: {_shard(overrides)}; log: {job.paths.stderr}"
+        head = f"job {job.job_id} failed (state: {state})"
+    text = f"{head}: {_shard(overrides, with_label)}; log: {job.paths.stderr}"
     return result == "ok", text + (f"; {said}" if said else "")
 
 
 def _outcome(job: Any) -> tuple[str, str]:
-    """"ok", "failed" (a result that is an error) or "none" (no result: killed, or stopped on a signal), and what
-    the job said went wrong (its error, or its status line)."""
+    """The job's outcome, "ok", "failed" (its result is an error) or "none" (no result: killed, or stopped on a
+    signal), and what it said went wrong (its error, or its status line)."""
     from submitit.core.utils import pickle_load
 
     result_file = Path(job.paths.result_pickle)
@@ -127,12 +144,12 @@ def _state(job: Any) -> str:
     return str(state).split(" ")[0] if state else "UNKNOWN"
 
 
-def _shard(overrides: Sequence[str]) -> str:
+def _shard(overrides: Sequence[str], with_label: bool) -> str:
     values = dict(o.lstrip("+").split("=", 1) for o in overrides if "=" in o)
     parts = []
     if "eval.shard_id" in values:
         parts.append(f"shard {values['eval.shard_id']} of {values.get('eval.num_shards', '?')}")
-    label = combination_label(list(overrides))
+    label = combination_label(list(overrides)) if with_label or not parts else ""
     return ", ".join(parts + [label] if label else parts) or "no shard"
 
 

@@ -123,8 +123,8 @@ def test_cancelled_and_killed_jobs_are_named_by_their_state_and_the_rerun_resume
     assert rc == 1, err
     assert "Traceback" not in out + err and "SlotWorkerError" not in err, err
     assert "2 of 2 jobs of the sweep did not succeed" in err, err
-    assert f"job {cancelled} ended without a result (state: CANCELLED): shard 0 of 2, " in err, err
-    assert f"job {killed} ended without a result (state: {slurm_state(killed)}): shard 1 of 2, " in err, err
+    assert f"job {cancelled} ended without a result (state: CANCELLED): shard 0 of 2; log: " in err, err
+    assert f"job {killed} ended without a result (state: {slurm_state(killed)}): shard 1 of 2; log: " in err, err
     assert "it said: stopped by SIGTERM" in err, "the cancelled job stopped cleanly and said so"
     assert "shard 0 of 2 is incomplete" in err and "shard 1 of 2 is incomplete" in err, err
     log = job_log(sweep, cancelled)
