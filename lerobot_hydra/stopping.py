@@ -15,7 +15,6 @@ in the middle of the rollout. When it does not requeue, the job stops with a one
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 import threading
@@ -23,6 +22,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from lerobot_hydra.envs.worker_signals import submitit_signal
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -58,11 +59,6 @@ class RunInterrupted(BaseException):
             "incomplete; the same command resumes (recorded episodes are kept)"
         )
         return f"INCOMPLETE ({recorded} of {planned} episodes; stopped by {self.cause}): "
-
-
-def submitit_signal() -> signal.Signals:
-    name = os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2")
-    return getattr(signal, "SIG" + name, signal.SIGUSR2)
 
 
 def _is_submitit(handler: Any) -> bool:

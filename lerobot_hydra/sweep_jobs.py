@@ -37,10 +37,10 @@ def watch_submitit_jobs() -> None:
         from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
     except ImportError:
         return
-    logging.getLogger("submitit").addFilter(_SacctWarningOnce())
     original: Callable[..., Any] = BaseSubmititLauncher.launch
     if getattr(original, "_lerobot_hydra", False):
         return
+    logging.getLogger("submitit").addFilter(_SacctWarningOnce())
 
     def launch(self: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
         import submitit

@@ -18,9 +18,14 @@ from typing import Any
 JOB_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 
 
+def submitit_signal() -> signal.Signals:
+    """The signal submitit has SLURM send before the time limit and on preemption (SUBMITIT_PREEMPT_SIGNAL)."""
+    signum = getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), None)
+    return signum if isinstance(signum, signal.Signals) else signal.SIGUSR2
+
+
 def job_signals() -> set[signal.Signals]:
-    extra = getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), None)
-    return {*JOB_SIGNALS, *([extra] if isinstance(extra, signal.Signals) else [])}
+    return {*JOB_SIGNALS, submitit_signal()}
 
 
 def ignore_job_signals() -> None:
