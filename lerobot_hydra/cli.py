@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from lerobot_hydra.errors import UserError, did_you_mean
 from lerobot_hydra.sharding import job_subdir
+from lerobot_hydra.sweep_jobs import SweepJobsFailed
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 
@@ -131,8 +132,6 @@ def describe_hydra_error(ex: BaseException) -> str | None:
 def describe_job_error(ex: BaseException) -> str | None:
     """One line for a sweep job that failed: our own errors, and submitit jobs that raised or died (a line per job of
     the sweep when the merge callback watched them, see sweep_jobs.py)."""
-    from lerobot_hydra.sweep_jobs import SweepJobsFailed
-
     if isinstance(ex, (UserError, SweepJobsFailed)):
         return str(ex)
     kind = type(ex).__name__
@@ -182,7 +181,7 @@ def install_error_reporting() -> None:
             if line is None:
                 return original(lambda error=ex: _reraise(error))
             print(f"error: {line}", file=sys.stderr)
-            sys.exit(1 if type(ex).__name__ == "SweepJobsFailed" else 2)
+            sys.exit(1 if isinstance(ex, SweepJobsFailed) else 2)
 
     run_and_report._lerobot_hydra = True  # type: ignore[attr-defined]
     hydra_utils.run_and_report = run_and_report

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from lerobot_hydra.envs.worker_signals import submitit_signal
+from lerobot_hydra.envs.worker_signals import job_signals_blocked, submitit_signal
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -110,7 +110,10 @@ def _requeue(submitit_handler: Any, signum: int, stopped: RunInterrupted) -> Non
     """submitit's handler: checkpoint, `scontrol requeue`, then exit (SystemExit); when it will not requeue it raises,
     which becomes this run's status."""
     try:
-        submitit_handler(signum, None)
+        # The requeue makes SLURM SIGTERM every process of the job, `scontrol requeue` itself included: blocked here,
+        # so that its child inherits the block and is not killed before it reports success.
+        with job_signals_blocked():
+            submitit_handler(signum, None)
     except SystemExit:
         stopped.status += "; submitit requeued the job, which resumes from its records when it starts again"
         print_status(stopped)
