@@ -93,10 +93,11 @@ def test_a_family_without_noise_hooks_runs_row_by_row_with_the_same_noise(
 ) -> None:
     """The fallback for families without per-row hooks: rows one at a time, each with torch's global generators
     set to its own state. Diffusion through it draws the same numbers as through its hooks, so the episodes agree."""
+    from lerobot_hydra.lanes import evaluate
     from lerobot_hydra.policies.lerobot_rowwise import RowwisePolicy
     from lerobot_hydra.policies.lerobot_runtime import LeRobotPolicy
     from lerobot_hydra.progress import Progress
-    from lerobot_hydra.runner import TaskWork, evaluate
+    from lerobot_hydra.runner import TaskWork
 
     env, hooked = build(compose, *policies["diffusion"], *TASK)
     assert isinstance(hooked, LeRobotPolicy) and hooked.noise is not None
