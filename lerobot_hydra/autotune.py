@@ -199,7 +199,9 @@ def run(overrides: list[str]) -> Recommendation:
     tasks = env_cfg.tasks()
     require_tasks(tasks)
     device = resolve_device(cfg.device)
-    policy = instantiate_node(cfg.policy).build(env_cfg, device)
+    policy_cfg = instantiate_node(cfg.policy)
+    policy = policy_cfg.build(env_cfg, device)
+    env_cfg = env_cfg.observing(policy_cfg.reads(env_cfg))  # measured as eval.py runs it
     env_pre, env_post = env_cfg.build_processors()
     cpus = available_cpus()
     gpus = torch.cuda.device_count() if nvidia_gpu_visible() else 0

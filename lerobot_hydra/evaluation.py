@@ -32,6 +32,7 @@ log = logging.getLogger("lerobot_hydra")
 # Settings that never change an episode's outcome; left out of the fingerprint so that a shard can be
 # resumed with another batch size or on another machine.
 OUTCOME_NEUTRAL_POLICY_KEYS = {"device"}
+OUTCOME_NEUTRAL_ENV_KEYS = {"compute_all_observations"}
 
 
 def instantiate_node(node: DictConfig) -> Any:
@@ -52,7 +53,8 @@ def run_identity(cfg: DictConfig, eval_cfg: EvalConfig) -> dict[str, Any]:
     container = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(container, dict)
     policy = {k: v for k, v in container["policy"].items() if k not in OUTCOME_NEUTRAL_POLICY_KEYS}
-    return {"env": container["env"], "policy": policy, "n_episodes": eval_cfg.n_episodes, "seed": cfg.seed}
+    env = {k: v for k, v in container["env"].items() if k not in OUTCOME_NEUTRAL_ENV_KEYS}
+    return {"env": env, "policy": policy, "n_episodes": eval_cfg.n_episodes, "seed": cfg.seed}
 
 
 def evaluate_config(cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label: str) -> dict[str, Any]:
@@ -114,9 +116,11 @@ def _run_and_publish(
             policy_cfg = instantiate_node(cfg.policy)
             if not isinstance(policy_cfg, PolicyConfig):
                 raise UserError(f"policy._target_ must name a PolicyConfig subclass, got {type(policy_cfg).__name__}")
-            env_pre, env_post = env_cfg.build_processors()
+            # The simulators compute only what the policy reads; the policy is checked against the whole env.
+            run_env = env_cfg.observing(policy_cfg.reads(env_cfg))
+            env_pre, env_post = run_env.build_processors()
             evaluate(
-                env_cfg,
+                run_env,
                 work,
                 functools.partial(policy_cfg.build, env_cfg, cfg.device),
                 env_pre,

@@ -49,6 +49,8 @@ class EnvConfig:
     features_map: dict[str, str] = field(default_factory=dict)
     # `pre`: raw observation -> LeRobot batch; `post`: policy action -> env action. Instantiated `_target_` steps.
     processors: dict[str, list[Any]] = field(default_factory=lambda: {"pre": [], "post": []})
+    # Debugging: compute every observation the settings name, also those the policy does not read.
+    compute_all_observations: bool = False
 
     def tasks(self) -> list[TaskSpec]:
         raise NotImplementedError
@@ -65,6 +67,18 @@ class EnvConfig:
         report success as `info["is_success"]`. It also provides `render()` (an RGB frame) and `close()`.
         """
         raise NotImplementedError
+
+    def observing(self, reads: set[str] | None) -> EnvConfig:
+        """This config computing only the observations in `reads` (LeRobot keys, as the `pre` processors name
+        them; None: all of them), or itself with `compute_all_observations`. Video frames come from `render()`,
+        which draws them itself when no observation holds them, so filming needs no observation."""
+        if reads is None or self.compute_all_observations:
+            return self
+        return self.without_unread(reads)
+
+    def without_unread(self, reads: set[str]) -> EnvConfig:
+        """A copy that skips the observations (cameras) outside `reads`; an env that cannot skip any: itself."""
+        return self
 
     def worker_preload(self) -> list[str]:
         """Modules worth importing once in the forkserver so that each worker starts quickly."""

@@ -10,6 +10,7 @@ processor turns them into what LeRobot's LIBERO policies read.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ import numpy as np
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec, split_names
 from lerobot_hydra.envs.libero_init_states import load_init_states
 from lerobot_hydra.errors import UserError, did_you_mean
+from lerobot_hydra.processors.observation import lerobot_key
 
 # Step limits per suite: a little above the longest demonstration of each suite.
 SUITE_MAX_STEPS = {
@@ -89,8 +91,11 @@ class LiberoEnvConfig(EnvConfig):
         if min(self.observation_height, self.observation_width) < 1:
             raise UserError("env.observation_height and env.observation_width must be at least 1")
         self.cameras = split_names(self.camera_names)
-        if not self.cameras:
-            raise UserError("env.camera_names is empty; give at least one camera, e.g. [agentview]")
+        if not self.cameras and self.obs_type == "pixels":
+            raise UserError(
+                "env.camera_names is empty and env.obs_type=pixels, so nothing would be observed; give at least "
+                "one camera, e.g. [agentview], or use env.obs_type=pixels_agent_pos"
+            )
         for camera in self.cameras:
             if camera not in self.features_map:
                 raise UserError(
@@ -133,6 +138,14 @@ class LiberoEnvConfig(EnvConfig):
     def make_env(self, task: TaskSpec, render: bool) -> LiberoTaskEnv:
         return LiberoTaskEnv(self, task)
 
+    def without_unread(self, reads: set[str]) -> LiberoEnvConfig:
+        # robosuite renders every camera it is given at every step; the robot state costs nothing.
+        cameras = [camera for camera in self.cameras if lerobot_key(self.features_map, camera) in reads]
+        if cameras == self.cameras:
+            return self
+        obs_type = self.obs_type if cameras else "pixels_agent_pos"
+        return dataclasses.replace(self, camera_names=cameras, obs_type=obs_type)
+
     def worker_preload(self) -> list[str]:
         from lerobot_hydra.envs.libero_setup import prepare_libero
 
@@ -174,6 +187,7 @@ class LiberoTaskEnv:
             self._env = OffScreenRenderEnv(
                 bddl_file_name=str(bddl),
                 camera_names=list(config.cameras),
+                use_camera_obs=bool(config.cameras),
                 camera_heights=config.observation_height,
                 camera_widths=config.observation_width,
                 # robosuite refuses to step past its horizon; settling steps count towards it.

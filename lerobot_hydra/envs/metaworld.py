@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ import numpy as np
 
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec, split_names
 from lerobot_hydra.errors import UserError, did_you_mean
+from lerobot_hydra.processors.observation import lerobot_key
 
 OBS_TYPES = ("state", "pixels", "pixels_agent_pos")
 # MetaWorld's own per-episode step limit (`max_path_length`).
@@ -91,6 +93,12 @@ class MetaWorldEnvConfig(EnvConfig):
 
     def make_env(self, task: TaskSpec, render: bool) -> Any:
         return MetaWorldTaskEnv(self, task, render)
+
+    def without_unread(self, reads: set[str]) -> MetaWorldEnvConfig:
+        # The state comes with every MetaWorld step for free; only the camera frame costs.
+        if self.obs_type == "state" or lerobot_key(self.features_map, "pixels") in reads:
+            return self
+        return dataclasses.replace(self, obs_type="state")
 
     def worker_preload(self) -> list[str]:
         return ["metaworld"]

@@ -37,6 +37,11 @@ class PolicyConfig:
     def check_env(cls, env_cls: type) -> None:
         """Raise a UserError when this family cannot drive envs of `env_cls`; run before anything is built."""
 
+    def reads(self, env: EnvConfig) -> set[str] | None:
+        """The observation keys (as the env's `pre` processors name them) this policy reads from `env`; None: it
+        may read any. Known before any simulator starts, so that the env computes only these."""
+        return None
+
     def build(self, env: EnvConfig, device: str) -> Policy:
         """`device` is the top-level setting as configured (`auto` included; see `gl.resolve_device`)."""
         raise NotImplementedError

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +60,20 @@ class LeRobotPolicyConfig(PolicyConfig):
     rename_map: dict[str, str] | None = None
     # Policy cameras the env does not have, shown as blank images (pi0, pi0.5 and SmolVLA pad missing cameras).
     blank_cameras: list[str] = field(default_factory=list)
+
+    def reads(self, env: EnvConfig) -> set[str] | None:
+        """The env keys that reach one of config.json's `input_features` through the rename map (as `build`
+        keeps them), read without building the model. None when the checkpoint cannot be looked at yet:
+        `build` then reports why."""
+        if not self.path or importlib.util.find_spec("lerobot") is None:
+            return None
+        checkpoint = resolve_checkpoint(self.path, self.revision)
+        inputs = read_json(checkpoint.directory / "config.json").get("input_features")
+        if not isinstance(inputs, dict):
+            return None
+        rename = self.rename_map or {}
+        source_of = {rename.get(key, key): key for key in env_observation_features(env)}
+        return {source_of[key] for key in inputs if key in source_of}
 
     def build(self, env: EnvConfig, device: str) -> LeRobotPolicy | RowwisePolicy:
         try:

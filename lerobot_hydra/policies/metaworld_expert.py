@@ -28,6 +28,9 @@ class MetaWorldExpertConfig(PolicyConfig):
                 "policy=random or a LeRobot policy (policy=smolvla, pi0, pi05, act, diffusion)"
             )
 
+    def reads(self, env: EnvConfig) -> set[str]:
+        return {STATE_KEY}
+
     def build(self, env: EnvConfig, device: str) -> MetaWorldExpertPolicy:
         from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig
 

@@ -18,6 +18,9 @@ SEED_OFFSET = 7919
 
 @dataclass
 class RandomPolicyConfig(PolicyConfig):
+    def reads(self, env: EnvConfig) -> set[str]:
+        return set()
+
     def build(self, env: EnvConfig, device: str) -> RandomPolicy:
         _, action_space = env.spaces(env.tasks()[0])
         return RandomPolicy(action_space)

@@ -40,7 +40,8 @@ def quat_to_axis_angle(quat: np.ndarray) -> np.ndarray:
 
 @dataclass
 class LiberoObservation:
-    """Rotates every camera image by 180 degrees and replaces `robot_state` with the 8-D `state`.
+    """Rotates every camera image by 180 degrees and replaces `robot_state` with the 8-D `state`; cameras
+    absent from the observation (not read, so not rendered) are skipped.
 
     Runs on the raw (numpy, batch-first) observation, before `MapObservationKeys` names the keys.
     """
@@ -50,8 +51,9 @@ class LiberoObservation:
     def __call__(self, batch: Batch) -> Batch:
         raw = dict(batch[RAW_KEY])
         for camera in split_names(self.camera_names):
-            # (..., H, W, C): reversing both image axes is a 180-degree rotation.
-            raw[camera] = np.flip(raw[camera], axis=(-3, -2))
+            if camera in raw:  # a camera the policy does not read is not rendered (EnvConfig.observing)
+                # (..., H, W, C): reversing both image axes is a 180-degree rotation.
+                raw[camera] = np.flip(raw[camera], axis=(-3, -2))
         robot_state = raw.pop("robot_state", None)
         if robot_state is not None:
             raw["state"] = np.concatenate(

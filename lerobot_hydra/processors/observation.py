@@ -28,6 +28,11 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def lerobot_key(features_map: dict[str, str], raw_key: str) -> str:
+    """The LeRobot key of the raw observation `raw_key` (nested keys joined with '/')."""
+    return features_map.get(raw_key, f"observation.{raw_key.replace('/', '.')}")
+
+
 @dataclass
 class MapObservationKeys:
     """Moves the raw observation (under `raw`) to LeRobot keys; nested keys are joined with '/'.
@@ -43,7 +48,7 @@ class MapObservationKeys:
         if not isinstance(raw, dict):
             raw = {"observation": raw}
         for key, value in flatten(raw).items():
-            batch[self.features_map.get(key, f"observation.{key.replace('/', '.')}")] = value
+            batch[lerobot_key(self.features_map, key)] = value
         return batch
 
 
