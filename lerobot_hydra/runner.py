@@ -110,8 +110,8 @@ def _run_batch(
     disk) the moment its episode ends.
 
     A policy that can reset one sub-env's state (`reset_slots`) gets the next pending episode on a sub-env as
-    soon as its episode ends; other policies (LeRobot's keep batch-wide action queues) start a new batch once
-    every episode of this one has ended, the finished sub-envs idling meanwhile. Once no episode of the task
+    soon as its episode ends; other policies (LeRobot families whose queues span the batch) start a new batch
+    once every episode of this one has ended, the finished sub-envs idling meanwhile. Once no episode of the task
     is pending, a sub-env without one starts building `next_task`'s simulator (in its worker).
     """
     n = vec.num_envs

@@ -29,6 +29,7 @@ from lerobot_hydra.policies.lerobot_checkpoint import (
 )
 from lerobot_hydra.policies.lerobot_features import check_action_shape, env_observation_features, match_features
 from lerobot_hydra.policies.lerobot_noise import DETERMINISTIC_FAMILIES, noise_hooks
+from lerobot_hydra.policies.lerobot_perrow import PER_ROW_FAMILIES, PerRowLeRobotPolicy
 from lerobot_hydra.policies.lerobot_rowwise import RowwisePolicy
 from lerobot_hydra.policies.lerobot_runtime import LeRobotPolicy
 from lerobot_hydra.validation import check_device
@@ -115,7 +116,8 @@ class LeRobotPolicyConfig(PolicyConfig):
         policy = load_weights(checkpoint, config)
         log.info("loaded the %s policy %s on %s%s", config.type, name, device, " with AMP" if self.use_amp else "")
         hooks = noise_hooks(policy)
-        runtime = LeRobotPolicy(policy, preprocessor, postprocessor, device, self.use_amp, observation_keys, hooks)
+        runtime_class = PerRowLeRobotPolicy if config.type in PER_ROW_FAMILIES else LeRobotPolicy
+        runtime = runtime_class(policy, preprocessor, postprocessor, device, self.use_amp, observation_keys, hooks)
         if hooks is not None or config.type in DETERMINISTIC_FAMILIES:
             return runtime
         log.info("the %s policy's noise has no per-row hook here: its batch rows run one at a time", config.type)

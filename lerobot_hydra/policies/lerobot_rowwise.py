@@ -2,8 +2,9 @@
 
 Each batch row gets its own fork of the policy (its own action queue, observation queue and processors; the same
 weight tensors) and runs as a batch of one with torch's global generators swapped to its own state, seeded from
-its episode, so its actions are those of its episode alone. Exact, and slower by up to the batch size. The swap
-is done under the inference lock that the lanes share, as the global generators are the process's.
+its episode, so its actions are those of its episode alone, and a finished row starts its next episode at once.
+Exact, and slower by up to the batch size. The swap is done under the inference lock that the lanes share, as the
+global generators are the process's.
 """
 
 from __future__ import annotations
@@ -45,10 +46,20 @@ class RowwisePolicy:
         del self.rows[len(episode_seeds) :]
         with self.base.lock:
             for row, seed in zip(self.rows, episode_seeds, strict=True):
-                row.idle = seed is None
-                if not row.idle:
-                    row.policy.reset(task, [seed])
-                    row.rng.seed(row_seed(seed))
+                self._start(row, task, seed)
+
+    def reset_slots(self, task: TaskSpec, seeds: dict[int, int]) -> None:
+        """Each row is a policy of its own: resetting it touches no other row."""
+        with self.base.lock:
+            for i, seed in seeds.items():
+                self._start(self.rows[i], task, seed)
+
+    @staticmethod
+    def _start(row: _Row, task: TaskSpec, seed: int | None) -> None:
+        row.idle = seed is None
+        if not row.idle:
+            row.policy.reset(task, [seed])
+            row.rng.seed(row_seed(seed))
 
     def select_action(self, batch: dict[str, Any]) -> Any:
         import torch

@@ -5,7 +5,8 @@ queues, ACT's temporal ensembler, noise schedulers, the processors and their tok
 buffer tensors stay shared, so a lane costs no extra weight memory. Noise is per batch row (lerobot_noise.py):
 each row draws from its own generator, seeded from its episode, so a stochastic policy (diffusion, flow
 matching) gives an episode the same actions whatever its batch-mates, its lane or the other lanes do. Inference
-is serialized across lanes (one lock that forks share) while their simulators step.
+is serialized across lanes (one lock that forks share) while their simulators step. This class runs LeRobot's
+own `select_action`, whose queues span the batch (lockstep); lerobot_perrow.py keeps them per row.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import contextlib
 import copy
 import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import version
-from typing import Any
+from typing import Any, Self
 
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.errors import UserError
@@ -82,10 +83,7 @@ class LeRobotPolicy:
         self.rows: dict[int, RowNoise] = {}
 
     def reset(self, task: TaskSpec, episode_seeds: Sequence[int | None]) -> None:
-        self.policy.reset()
-        for step in getattr(self.preprocessor, "steps", []) + getattr(self.postprocessor, "steps", []):
-            if hasattr(step, "reset"):
-                step.reset()
+        self._reset_policy()
         if self.noise is not None:
             for row in [r for r in self.rows if r >= len(episode_seeds)]:
                 del self.rows[row]
@@ -93,6 +91,12 @@ class LeRobotPolicy:
                 if row not in self.rows:
                     self.rows[row] = RowNoise()
                 self.rows[row].start(seed)
+
+    def _reset_policy(self) -> None:
+        self.policy.reset()
+        for step in getattr(self.preprocessor, "steps", []) + getattr(self.postprocessor, "steps", []):
+            if hasattr(step, "reset"):
+                step.reset()
 
     def _policy_batch(self, batch: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -109,28 +113,45 @@ class LeRobotPolicy:
         return out
 
     def select_action(self, batch: dict[str, Any]) -> Any:
-        import torch
-
+        """LeRobot's own `select_action`, whose queues span the batch: every row starts and steps together."""
         inputs = self._policy_batch(batch)
         processed = self.preprocessor(inputs)
-        device_type = torch.device(self.device).type
-        autocast = torch.autocast(device_type=device_type) if self.use_amp else contextlib.nullcontext()
-        with self.lock, torch.inference_mode(), autocast:
+        with self._inference():
             if self.noise is None:
                 action = self.policy.select_action(processed)
             else:
-                action = self._select_with_row_noise(processed, rows_of(inputs))
+                size = rows_of(inputs)
+                if size != len(self.rows):
+                    raise ValueError(f"select_action got a batch of {size} rows after a reset of {len(self.rows)}")
+                rows = [self.rows[row] for row in range(size)]
+                action = self._with_row_noise(rows, lambda: self.policy.select_action(processed))
+        return self._postprocess(action)
+
+    def _inference(self) -> contextlib.AbstractContextManager[None]:
+        """The lanes' shared lock, no autograd, and autocast when AMP is on."""
+        import torch
+
+        stack = contextlib.ExitStack()
+        stack.enter_context(self.lock)
+        stack.enter_context(torch.inference_mode())
+        if self.use_amp:
+            stack.enter_context(torch.autocast(device_type=torch.device(self.device).type))
+        return stack
+
+    def _postprocess(self, action: Any) -> Any:
+        """The postprocessor on one step's actions, as lerobot-eval runs it."""
+        import torch
+
         if action.is_floating_point() and action.dtype != torch.float32:
             action = action.float()  # autocast output; the env wants float32
         return self.postprocessor(action)
 
-    def _select_with_row_noise(self, processed: dict[str, Any], size: int) -> Any:
+    def _with_row_noise(self, rows: Sequence[RowNoise], infer: Callable[[], Any]) -> Any:
+        """`infer()` with the noise of batch row i drawn from `rows[i]` alone."""
         assert self.noise is not None
-        if size != len(self.rows):
-            raise ValueError(f"select_action got a batch of {size} rows after a reset of {len(self.rows)}")
         before = GlobalRngState(self.device).capture()
-        with self.noise(self.policy, [self.rows[row] for row in range(size)]):
-            action = self.policy.select_action(processed)
+        with self.noise(self.policy, rows):
+            action = infer()
         if not GlobalRngState(self.device).capture().same_as(before):
             # Noise drawn past the hooks would depend on the batch: better no result than a silently wrong one.
             raise UserError(
@@ -140,11 +161,11 @@ class LeRobotPolicy:
             )
         return action
 
-    def fork(self) -> LeRobotPolicy:
+    def fork(self) -> Self:
         """Own per-episode state, processors and row generators, same weight tensors (see the module docstring)."""
         with self.lock:
             policy = copy.deepcopy(self.policy, shared_tensor_memo(self.policy))
-        return LeRobotPolicy(
+        return type(self)(
             policy,
             copy.deepcopy(self.preprocessor),
             copy.deepcopy(self.postprocessor),
