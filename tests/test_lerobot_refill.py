@@ -52,7 +52,9 @@ def lockstep(policy: Any) -> Any:
     )
 
 
-def run(env: DriftEnvConfig, policy: Any, batch_size: int) -> tuple[list[tuple], int]:
+def run(
+    env: DriftEnvConfig, policy: Any, batch_size: int, episodes: list[int] | None = None
+) -> tuple[list[tuple], int]:
     """(every episode's outcome, exact rewards included; how many batch steps the run took)."""
     from lerobot_hydra.progress import Progress
     from lerobot_hydra.runner import TaskWork, evaluate
@@ -68,7 +70,7 @@ def run(env: DriftEnvConfig, policy: Any, batch_size: int) -> tuple[list[tuple],
     policy.select_action = counted
     records: list[Any] = []
     pre, post = env.build_processors()
-    work = [TaskWork(task, list(range(EPISODES))) for task in env.tasks()]
+    work = [TaskWork(task, list(range(EPISODES)) if episodes is None else episodes) for task in env.tasks()]
     evaluate(env, work, policy, pre, post, 1000, batch_size, False, 1, records.append, Progress(60.0))
     del policy.select_action
     fields = ("episode_index", "seed", "success", "sum_reward", "max_reward", "steps")
@@ -99,6 +101,20 @@ def test_refilled_rows_give_exactly_the_episodes_of_lockstep(
     # Batches of one: the same. (Across batch sizes, CPU float kernels round differently, ~1e-7 in an action, in
     # lockstep as well: a batch of 3 and batches of 1 agree only to that.)
     assert run(env, policy.fork(), 1)[0] == run(env, lockstep(policy), 1)[0]
+
+
+def test_refilled_stochastic_episodes_do_not_depend_on_batch_or_shard(
+    checkpoints: dict[str, tuple[Path, dict[str, Any], bool]],
+) -> None:
+    """Each row's noise follows its own episode through refills: batch 3, batch 1 and two shards (other batch-mates,
+    other rows) agree, to the float rounding of another batch size or position (see above)."""
+    env, policy = load(checkpoints["diffusion"])
+    batched = run(env, policy, 3)[0]
+    runs = [run(env, policy, 1)[0], sorted(run(env, policy, 2, [0, 3, 4])[0] + run(env, policy, 2, [1, 2, 5])[0])]
+    rewards = [reward for o in batched for reward in o[3:5]]
+    for other in runs:
+        assert [o[:3] + o[5:] for o in other] == [o[:3] + o[5:] for o in batched]
+        assert [reward for o in other for reward in o[3:5]] == pytest.approx(rewards, rel=1e-5, abs=1e-6)
 
 
 def test_a_family_run_row_by_row_refills_too(checkpoints: dict[str, tuple[Path, dict[str, Any], bool]]) -> None:
