@@ -63,6 +63,7 @@ class RowState:
     history: dict[str, deque[Any]]  # policy key -> this row's last observations, each of batch size 1
     actions: deque[Any] = field(default_factory=deque)  # this row's queued actions, each (action_dim,)
     ensembler: Any = None
+    idle: bool = False  # no episode on this row: it asks for nothing and its action is never applied
 
     def observe(self, observations: dict[str, Any], row: int) -> None:
         for key, history in self.history.items():
@@ -73,7 +74,7 @@ class RowState:
             history.extend([value] * (history.maxlen or 1) if not history else [value])
 
     def needs_chunk(self) -> bool:
-        return self.ensembler is not None or not self.actions
+        return not self.idle and (self.ensembler is not None or not self.actions)
 
     def take(self, chunk: Any, length: int | None) -> None:
         """Queue this row's share of a chunk (its row of `chunk`, shape (1, chunk_size, action_dim))."""
@@ -127,7 +128,7 @@ class PerRowLeRobotPolicy(LeRobotPolicy):
         if self.layout.ensembler is not None:
             ensembler = copy.deepcopy(self.layout.ensembler)
             ensembler.reset()
-        return RowState(noise, history, ensembler=ensembler)
+        return RowState(noise, history, ensembler=ensembler, idle=seed is None)
 
     def select_action(self, batch: dict[str, Any]) -> Any:
         import torch
@@ -147,7 +148,9 @@ class PerRowLeRobotPolicy(LeRobotPolicy):
                 assert self.layout is not None
                 for row in needing:
                     self.slots[row].take(chunks[row : row + 1], self.layout.actions)
-            action = torch.stack([slot.actions.popleft() for slot in self.slots])
+            actions = [None if slot.idle else slot.actions.popleft() for slot in self.slots]
+            template = next(a for a in actions if a is not None)
+            action = torch.stack([torch.zeros_like(template) if a is None else a for a in actions])
         return self._postprocess(action)
 
     def _with_stacked_images(self, processed: dict[str, Any]) -> dict[str, Any]:
