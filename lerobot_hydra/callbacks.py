@@ -24,9 +24,11 @@ MERGE_COMMAND = "lerobot-hydra-merge"
 
 
 class MergeShards(Callback):
-    def __init__(self, baseline: str | None = None) -> None:
+    def __init__(self, baseline: str | None = None, accept_version_mismatch: bool = False) -> None:
         # The configuration the sweep summary compares the others with (summary.pick_baseline); None: the first.
         self.baseline = str(baseline) if baseline is not None else None
+        # Merge shards whose outcome-relevant versions differ (the merged provenance lists the differences).
+        self.accept_version_mismatch = bool(accept_version_mismatch)
         self._sweep_dir: Path | None = None
         # True when this multirun runs only some shards of its split (eval.num_shards given, ids left out):
         # shards it did not run are expected to be missing, and are reported without failing the sweep.
@@ -72,7 +74,8 @@ class MergeShards(Callback):
         atexit.unregister(self._report_unfinished)
         sweep_dir = self._sweep_dir or Path(str(config.hydra.sweep.dir))
         try:
-            result = merge_sweep(sweep_dir, baseline=self.baseline)
+            accept = self.accept_version_mismatch
+            result = merge_sweep(sweep_dir, baseline=self.baseline, accept_version_mismatch=accept)
         except Exception as err:  # noqa: BLE001 - Hydra would turn it into a warning and exit 0
             print(
                 f"error: merging {sweep_dir} failed ({err!r}); retry with: {merge_command(sweep_dir)}", file=sys.stderr
@@ -101,7 +104,7 @@ class MergeShards(Callback):
         sweep_dir = self._sweep_dir
         if sweep_dir is None or not any(_is_sharded(p) for p in find_shard_files(sweep_dir)):
             return
-        result = merge_sweep(sweep_dir, write=False)
+        result = merge_sweep(sweep_dir, write=False, accept_version_mismatch=self.accept_version_mismatch)
         lines = [
             "lerobot_hydra: the sweep ended before all its jobs succeeded, so its shards were not merged. "
             "Shards now (jobs still queued or running on a cluster show as missing or incomplete):"

@@ -10,7 +10,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from lerobot_hydra.config import EvalConfig
-from lerobot_hydra.envs.base import EnvConfig, TaskSpec
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec, unique_tasks
 from lerobot_hydra.envs.vector import prestart_workers, stop_worker_servers
 from lerobot_hydra.errors import UserError
 from lerobot_hydra.gl import configure_mujoco_gl
@@ -18,6 +18,7 @@ from lerobot_hydra.lanes import evaluate
 from lerobot_hydra.loggers import ExperimentLogger, build_logger, shard_run, single_run
 from lerobot_hydra.policies.base import PolicyConfig
 from lerobot_hydra.progress import Progress
+from lerobot_hydra.provenance import collect as collect_provenance
 from lerobot_hydra.reporting import publish, publish_shard
 from lerobot_hydra.results import aggregate
 from lerobot_hydra.runner import TaskWork
@@ -48,13 +49,17 @@ def instantiate_node(node: DictConfig) -> Any:
         raise
 
 
-def run_identity(cfg: DictConfig, eval_cfg: EvalConfig) -> dict[str, Any]:
-    """What must agree between shards (and between a run and its resume): env, policy, episodes, seed."""
+def run_identity(cfg: DictConfig, eval_cfg: EvalConfig, checkpoint: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What must agree between shards (and between a run and its resume): env, policy, episodes, seed, and the
+    checkpoint's identity (`PolicyConfig.identity()`) for a policy that has one."""
     container = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(container, dict)
     policy = {k: v for k, v in container["policy"].items() if k not in OUTCOME_NEUTRAL_POLICY_KEYS}
     env = {k: v for k, v in container["env"].items() if k not in OUTCOME_NEUTRAL_ENV_KEYS}
-    return {"env": env, "policy": policy, "n_episodes": eval_cfg.n_episodes, "seed": cfg.seed}
+    identity = {"env": env, "policy": policy, "n_episodes": eval_cfg.n_episodes, "seed": cfg.seed}
+    if checkpoint is not None:
+        identity["checkpoint"] = checkpoint
+    return identity
 
 
 def evaluate_config(cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label: str) -> dict[str, Any]:
@@ -63,12 +68,19 @@ def evaluate_config(cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label:
     if not isinstance(env_cfg, EnvConfig):
         raise UserError(f"env._target_ must name an EnvConfig subclass, got {type(env_cfg).__name__}")
     logger = build_logger(cfg.get("logger"))
-    tasks = env_cfg.tasks()
+    # The config only: the policy itself is built once the workers are starting.
+    policy_cfg = instantiate_node(cfg.policy)
+    if not isinstance(policy_cfg, PolicyConfig):
+        raise UserError(f"policy._target_ must name a PolicyConfig subclass, got {type(policy_cfg).__name__}")
+    tasks = unique_tasks(env_cfg.tasks())
     require_tasks(tasks)
     num_shards = eval_cfg.num_shards or 1
     check_shards_have_work(len(tasks) * eval_cfg.n_episodes, num_shards, len(tasks), eval_cfg.n_episodes)
     plan = shard_plan([t.key for t in tasks], eval_cfg.n_episodes, eval_cfg.shard_id, num_shards)
-    with RunStore(out_dir, run_identity(cfg, eval_cfg), eval_cfg.shard_id, num_shards, tasks, plan, label) as store:
+    checkpoint = policy_cfg.identity()
+    provenance = collect_provenance(env_cfg, policy_cfg, checkpoint, cfg.device)
+    identity = run_identity(cfg, eval_cfg, checkpoint)
+    with RunStore(out_dir, identity, eval_cfg.shard_id, num_shards, tasks, plan, label, provenance=provenance) as store:
         work = plan_work(tasks, plan, store)
         if store.resumed:
             log.info(
@@ -81,7 +93,7 @@ def evaluate_config(cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label:
             log.info(
                 "shard %d of %d: %d episodes over %d tasks", eval_cfg.shard_id, num_shards, plan_size(plan), len(work)
             )
-        return _run_and_publish(cfg, eval_cfg, env_cfg, logger, store, work, label)
+        return _run_and_publish(cfg, eval_cfg, env_cfg, policy_cfg, logger, store, work, label)
 
 
 def plan_work(tasks: list[TaskSpec], plan: list[TaskBlock], store: RunStore) -> list[TaskWork]:
@@ -100,6 +112,7 @@ def _run_and_publish(
     cfg: DictConfig,
     eval_cfg: EvalConfig,
     env_cfg: EnvConfig,
+    policy_cfg: PolicyConfig,
     logger: ExperimentLogger | None,
     store: RunStore,
     work: list[TaskWork],
@@ -113,9 +126,6 @@ def _run_and_publish(
         if any(w.episodes for w in work):
             if eval_cfg.use_async_envs and eval_cfg.batch_size > 1:
                 prestart_workers(env_cfg)
-            policy_cfg = instantiate_node(cfg.policy)
-            if not isinstance(policy_cfg, PolicyConfig):
-                raise UserError(f"policy._target_ must name a PolicyConfig subclass, got {type(policy_cfg).__name__}")
             # The simulators compute only what the policy reads; the policy is checked against the whole env.
             run_env = env_cfg.observing(policy_cfg.reads(env_cfg))
             env_pre, env_post = run_env.build_processors()
@@ -142,7 +152,7 @@ def _run_and_publish(
             videos.close()
         store.records[:] = without_missing_videos(store.records, out_dir)
         store.write()
-    info = aggregate(store.sorted_records(), store.eval_s)
+    info = {**aggregate(store.sorted_records(), store.eval_s), "provenance": store.header["provenance"]}
     info["complete"] = store.complete
     prefix = ""
     if interrupted is not None:  # partial results, marked so, quickly (SLURM kills soon): no plot, no logger

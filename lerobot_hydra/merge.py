@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lerobot_hydra import provenance
 from lerobot_hydra.commands import hydra_override, shell_command
 from lerobot_hydra.durable import remove_temporaries
 from lerobot_hydra.errors import UserError
@@ -249,12 +250,16 @@ def merged_info(combo: Combination, out_dir: Path) -> dict[str, Any]:
     from lerobot_hydra.video import rebase_video_paths
 
     records = [r for s in combo.shards for r in rebase_video_paths(s.records, s.dir, out_dir)]
-    return aggregate(sort_records(records, combo.shards[0].task_keys), sum(s.eval_s for s in combo.shards))
+    info = aggregate(sort_records(records, combo.shards[0].task_keys), sum(s.eval_s for s in combo.shards))
+    return {**info, "provenance": provenance.merged([s.provenance for s in combo.shards])}
 
 
-def merge_sweep(sweep_dir: Path, write: bool = True, baseline: str | None = None) -> MergeResult:
+def merge_sweep(
+    sweep_dir: Path, write: bool = True, baseline: str | None = None, accept_version_mismatch: bool = False
+) -> MergeResult:
     """Check every combination under `sweep_dir` and (with `write`) publish each one that passes, and with
-    several a summary comparing them with `baseline` (see `summary.pick_baseline`; None: the first)."""
+    several a summary comparing them with `baseline` (see `summary.pick_baseline`; None: the first). Shards whose
+    outcome-relevant versions differ are refused unless `accept_version_mismatch`."""
     sweep_dir = sweep_dir.resolve()
     result = MergeResult(sweep_dir)
     if not sweep_dir.is_dir():
@@ -286,6 +291,10 @@ def merge_sweep(sweep_dir: Path, write: bool = True, baseline: str | None = None
             continue
         missing = missing_shards(combo, sweep_dir)
         problems = check_combination(combo, sweep_dir)
+        if not problems and not missing:
+            accept = shell_command(["lerobot-hydra-merge", "--accept-version-mismatch", str(sweep_dir)])
+            versions = [(s.name, s.provenance) for s in combo.shards]
+            problems = provenance.mismatch_problems(combo.title, versions, accept, accept_version_mismatch)
         result.problems.extend(problems + missing)
         result.missing += len(missing)
         if not problems and not missing:
@@ -366,8 +375,19 @@ def main(argv: list[str] | None = None) -> int:
         help="the configuration the others are compared with: its overrides or values, e.g. policy=random "
         "(default: the sweep's first)",
     )
+    parser.add_argument(
+        "--accept-version-mismatch",
+        action="store_true",
+        help="merge shards whose outcome-relevant versions (torch, mujoco, simulators, lerobot) differ; "
+        "the merged provenance lists the differences",
+    )
     args = parser.parse_args(argv)
-    result = merge_sweep(args.sweep_dir, write=not args.check, baseline=args.baseline)
+    result = merge_sweep(
+        args.sweep_dir,
+        write=not args.check,
+        baseline=args.baseline,
+        accept_version_mismatch=args.accept_version_mismatch,
+    )
     for problem in result.problems:
         print(f"error: {problem}", file=sys.stderr)
     if args.check and result.ok:

@@ -39,6 +39,8 @@ class Shard:
     records: list[EpisodeRecord]
     # Who is writing its dir right now (a live process holds the dir's lock), or None.
     running: str | None = None
+    # What made it (lerobot_hydra.provenance); None in shard files written before it was recorded.
+    provenance: dict[str, Any] | None = None
 
     @property
     def dir(self) -> Path:
@@ -93,6 +95,7 @@ def load_shard(path: Path) -> Shard:
             # Written with the records only at its end; a shard still running or killed has them in episodes.jsonl.
             records=[EpisodeRecord.from_dict(r) for r in data.get("episodes", [])],
             running=holder_if_locked(path.parent),
+            provenance=data.get("provenance"),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise ShardFileError(f"{path} lacks or garbles a field ({err!r}); re-run that shard") from err

@@ -59,9 +59,10 @@ def shard_plan(
     task_keys: Sequence[tuple[str, int]], n_episodes: int, shard_id: int, num_shards: int
 ) -> list[TaskBlock]:
     """Shard `shard_id`'s contiguous block of the task-ordered units, as one block per task it touches; time and
-    size grow with the tasks of the shard, not with its episodes."""
+    size grow with the tasks of the shard, not with its episodes. A task key listed twice is planned once."""
     if n_episodes <= 0:
         return []
+    task_keys = list(dict.fromkeys(task_keys))
     start, stop = shard_bounds(len(task_keys) * n_episodes, shard_id, num_shards)
     blocks = []
     for i in range(start // n_episodes, -(-stop // n_episodes)):

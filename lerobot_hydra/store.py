@@ -27,6 +27,7 @@ from typing import Any
 from lerobot_hydra.durable import remove_temporaries, write_json_atomic
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.errors import UserError
+from lerobot_hydra.provenance import check_resumed_versions
 from lerobot_hydra.records import EpisodeRecord, append_jsonl, read_jsonl, sort_records
 from lerobot_hydra.runlock import DirLock
 from lerobot_hydra.sharding import TaskBlock, plan_size
@@ -95,6 +96,7 @@ class RunStore:
         tasks: list[TaskSpec],
         plan: list[TaskBlock],
         label: str,
+        provenance: dict[str, Any] | None = None,
     ) -> None:
         self.out_dir = out_dir
         self.path = out_dir / shard_file_name(shard_id, num_shards)
@@ -111,6 +113,7 @@ class RunStore:
                 {"task_group": t.group, "task_id": t.task_id, "name": t.name, "task": t.description} for t in tasks
             ],
             "plan": [block.to_dict() for block in plan],
+            "provenance": provenance,
         }
         self._task_order = [t.key for t in tasks]
         self._plan = {block.key: block.episodes for block in plan}
@@ -135,6 +138,7 @@ class RunStore:
         _drop_torn_tail(self.episodes_path)
         by_unit = {r.unit: r for r in read_jsonl(self.episodes_path) if self.planned(r.unit)}
         self.records: list[EpisodeRecord] = list(by_unit.values())
+        self._units = set(by_unit)
         self.resumed = len(self.records)
         self._previous_sessions = self._read_sessions(corrupt is not None)
         self._session = {
@@ -175,6 +179,7 @@ class RunStore:
                 "directory"
             )
         self._check_identity(previous.get("fingerprint"), previous.get("identity", {}))
+        check_resumed_versions(self.out_dir, previous.get("provenance"), self.header["provenance"])
         return None
 
     def _check_identity(self, found: Any, identity: Any) -> None:
@@ -217,8 +222,10 @@ class RunStore:
         return episodes, successes
 
     def add(self, record: EpisodeRecord) -> None:
-        append_jsonl(self.episodes_path, record)
-        self.records.append(record)
+        if record.unit not in self._units:  # a unit is recorded once, whatever hands it in
+            self._units.add(record.unit)
+            append_jsonl(self.episodes_path, record)
+            self.records.append(record)
 
     def sorted_records(self) -> list[EpisodeRecord]:
         return sort_records(self.records, self._task_order)

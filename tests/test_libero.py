@@ -401,3 +401,12 @@ def test_batch_of_one_gives_identical_records(async_run: tuple[Path, WorkerSampl
     single = sorted(outcome(r) for r in read_episodes(tmp_path))
     batched_records = sorted(outcome(r) for r in read_episodes(async_run[0]) if r["task_id"] == 0)
     assert len(single) == 2 and single == batched_records
+
+
+@pytest.mark.slow
+@pytest.mark.libero
+def test_every_offered_camera_is_in_the_built_model(libero_env: Any) -> None:
+    from lerobot_hydra.envs.libero import CAMERAS
+
+    model = libero_env._env.sim.model
+    assert set(CAMERAS) <= {model.camera_id2name(i) for i in range(model.ncam)}

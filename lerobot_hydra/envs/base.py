@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +13,8 @@ if TYPE_CHECKING:
     import gymnasium as gym
 
     from lerobot_hydra.processors.pipeline import Pipeline
+
+log = logging.getLogger("lerobot_hydra")
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,11 @@ class EnvConfig:
         """Modules worth importing once in the forkserver so that each worker starts quickly."""
         return []
 
+    def distributions(self) -> list[str]:
+        """The installed distributions (pip names) that simulate this benchmark, recorded in every result's
+        provenance; the merge refuses shards whose versions of them differ."""
+        return []
+
     def without_processors(self) -> EnvConfig:
         """A copy to ship to worker processes (processors stay in the parent)."""
         return dataclasses.replace(self, processors={"pre": [], "post": []})
@@ -103,7 +113,36 @@ class EnvConfig:
         return create_task_vector_envs(self, tasks if tasks is not None else self.tasks(), n_envs, use_async, render)
 
 
-def split_names(value: str | list[str] | tuple[str, ...]) -> list[str]:
-    """'a,b, c' or a list -> ['a', 'b', 'c']."""
+def split_names(value: str | list[str] | tuple[str, ...], key: str = "") -> list[str]:
+    """'a,b, c' or a list -> ['a', 'b', 'c']; a name given twice is kept once, in its first place (one log line
+    naming the setting `key`)."""
     items = value if isinstance(value, (list, tuple)) else str(value).split(",")
-    return [str(item).strip() for item in items if str(item).strip()]
+    return unique([str(item).strip() for item in items if str(item).strip()], key)
+
+
+def unique(items: Iterable[Any], key: str) -> list[Any]:
+    """`items` without repeats, in first-seen order; one log line (once per process: task lists are expanded
+    more than once) names what `key` listed more than once."""
+    items = list(items)
+    kept = list(dict.fromkeys(items))
+    if len(kept) < len(items):
+        twice = ", ".join(str(item) for item, n in Counter(items).items() if n > 1)
+        log_once(f"{key or 'the selection'} names {twice} more than once; each is used once")
+    return kept
+
+
+_logged: set[str] = set()
+
+
+def log_once(message: str) -> None:
+    if message not in _logged:
+        _logged.add(message)
+        log.info(message)
+
+
+def unique_tasks(tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
+    """One entry per (group, task id), in order: a task listed twice must not run, or count, twice."""
+    first: dict[str, TaskSpec] = {}
+    for task in tasks:
+        first.setdefault(task.label, task)
+    return [first[label] for label in unique([t.label for t in tasks], "the task list")]

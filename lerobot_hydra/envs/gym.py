@@ -81,6 +81,13 @@ class GymEnvConfig(EnvConfig):
     def worker_preload(self) -> list[str]:
         return [self.package] if self.package else []
 
+    def distributions(self) -> list[str]:
+        """Gymnasium (its own envs) and the distribution that installs `package` (gym_pusht -> gym-pusht)."""
+        from importlib.metadata import packages_distributions
+
+        top = (self.package or "").split(".")[0]
+        return ["gymnasium", *(packages_distributions().get(top, []) if top else [])]
+
     def __getstate__(self) -> dict[str, Any]:
         # The probed spaces are cheap to recompute and may not pickle; ship the plain config only.
         state = dict(self.__dict__)

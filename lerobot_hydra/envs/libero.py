@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobot_hydra.envs.base import EnvConfig, TaskSpec, split_names
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec, split_names, unique
 from lerobot_hydra.envs.libero_init_states import load_init_states
 from lerobot_hydra.errors import UserError, did_you_mean
 from lerobot_hydra.processors.observation import lerobot_key
@@ -41,10 +41,14 @@ ACTION_DIM = 7
 # LIBERO's robosuite environments run their controllers at 20 Hz.
 CONTROL_FREQ = 20
 AGENTVIEW = "agentview"
+# Cameras in the model of every LIBERO scene (robosuite's frontview/birdview/agentview/sideview from the scene
+# XML, LIBERO's galleryview, the Panda's robot0_* cameras), as listed by the built models of every scene type.
+# Some scenes add more (paperview, canonical_agentview); they are not offered, since other tasks lack them.
+CAMERAS = ("agentview", "robot0_eye_in_hand", "frontview", "birdview", "sideview", "galleryview", "robot0_robotview")
 
 
 def expand_suites(task: Any) -> list[str]:
-    suites = split_names(task)
+    suites = split_names(task, "env.task")
     if not suites:
         raise UserError(f"env.task is empty; give a LIBERO suite or a list of them: {', '.join(SUITE_MAX_STEPS)}")
     for suite in suites:
@@ -53,7 +57,7 @@ def expand_suites(task: Any) -> list[str]:
                 f"unknown LIBERO suite '{suite}'{did_you_mean(suite, list(SUITE_MAX_STEPS))}; "
                 f"valid suites: {', '.join(SUITE_MAX_STEPS)}"
             )
-    return list(dict.fromkeys(suites))
+    return suites
 
 
 @dataclass
@@ -90,12 +94,18 @@ class LiberoEnvConfig(EnvConfig):
             raise UserError(f"env.episode_length must be at least 1 (or null), got {self.episode_length}")
         if min(self.observation_height, self.observation_width) < 1:
             raise UserError("env.observation_height and env.observation_width must be at least 1")
-        self.cameras = split_names(self.camera_names)
+        self.cameras = split_names(self.camera_names, "env.camera_names")
         if not self.cameras and self.obs_type == "pixels":
             raise UserError(
                 "env.camera_names is empty and env.obs_type=pixels, so nothing would be observed; give at least "
                 "one camera, e.g. [agentview], or use env.obs_type=pixels_agent_pos"
             )
+        for camera in self.cameras:
+            if camera not in CAMERAS:
+                raise UserError(
+                    f"env.camera_names: '{camera}' is not a camera of every LIBERO scene"
+                    f"{did_you_mean(camera, list(CAMERAS))}; valid cameras: {', '.join(CAMERAS)}"
+                )
         for camera in self.cameras:
             if camera not in self.features_map:
                 raise UserError(
@@ -107,10 +117,11 @@ class LiberoEnvConfig(EnvConfig):
 
         prepare_libero()
         out: list[TaskSpec] = []
+        wanted = None if self.task_ids is None else sorted(unique(self.task_ids, "env.task_ids"))
         for suite_name in self.suites:
             suite = load_suite(suite_name)
             total = suite.get_num_tasks()
-            ids = list(range(total)) if self.task_ids is None else sorted(set(self.task_ids))
+            ids = list(range(total)) if wanted is None else wanted
             bad = [i for i in ids if not 0 <= i < total]
             if bad:
                 raise UserError(f"env.task_ids {bad} out of range for {suite_name}, which has task ids 0..{total - 1}")
@@ -145,6 +156,9 @@ class LiberoEnvConfig(EnvConfig):
             return self
         obs_type = self.obs_type if cameras else "pixels_agent_pos"
         return dataclasses.replace(self, camera_names=cameras, obs_type=obs_type)
+
+    def distributions(self) -> list[str]:
+        return ["hf-libero", "robosuite"]
 
     def worker_preload(self) -> list[str]:
         from lerobot_hydra.envs.libero_setup import prepare_libero

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobot_hydra.envs.base import EnvConfig, TaskSpec, split_names
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec, log_once, split_names
 from lerobot_hydra.errors import UserError, did_you_mean
 from lerobot_hydra.processors.observation import lerobot_key
 
@@ -33,7 +33,7 @@ def expand_tasks(task: str | list[str]) -> list[tuple[str, list[str]]]:
     """'easy,reach-v3' -> [('easy', [...28 tasks]), ('reach-v3', ['reach-v3'])]; 'all' -> the four groups."""
     catalog = task_catalog()
     groups: dict[str, list[str]] = catalog["difficulty_groups"]
-    names = split_names(task)
+    names = split_names(task, "env.task")
     if not names:
         raise UserError("env.task is empty; give a MetaWorld task (reach-v3), a list, a difficulty group or 'all'")
     out: list[tuple[str, list[str]]] = []
@@ -50,7 +50,48 @@ def expand_tasks(task: str | list[str]) -> list[tuple[str, list[str]]]:
                 f"unknown MetaWorld task '{name}'{did_you_mean(name, valid)}; use a v3 task name such as reach-v3, "
                 f"a difficulty group ({', '.join(groups)}) or 'all'"
             )
-    return out
+    return without_repeats(out)
+
+
+def without_repeats(selection: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
+    """Each group once, and no single task that a selected group already holds ([all, easy], [easy, reach-v3]):
+    a task's episodes are run and counted once."""
+    in_groups = {name for group, names in selection if names != [group] for name in names}
+    kept: list[tuple[str, list[str]]] = []
+    dropped: list[str] = []
+    for group, names in selection:
+        single = names == [group]
+        if any(g == group for g, _ in kept) or (single and group in in_groups):
+            dropped.append(group)
+        else:
+            kept.append((group, names))
+    if dropped:
+        names = ", ".join(dict.fromkeys(dropped))
+        log_once(f"env.task selects {names} more than once (directly or through a group); each task is run once")
+    return kept
+
+
+@cache
+def model_cameras() -> tuple[str, ...]:
+    """The cameras of MetaWorld's Sawyer scene (`objects/assets/xyz_base.xml`, which every v3 task's model
+    includes), read from the model file without importing MetaWorld or building a simulator."""
+    import importlib.util
+    import xml.etree.ElementTree as ET
+
+    spec = importlib.util.find_spec("metaworld")
+    if spec is None or not spec.submodule_search_locations:
+        return ()
+    base = Path(next(iter(spec.submodule_search_locations))) / "assets" / "objects" / "assets" / "xyz_base.xml"
+    return tuple(str(c.get("name")) for c in ET.parse(base).iter("camera") if c.get("name"))
+
+
+def check_camera(name: str) -> None:
+    cameras = model_cameras()
+    if cameras and name not in cameras:
+        raise UserError(
+            f"env.camera_name '{name}' is not a MetaWorld camera{did_you_mean(name, list(cameras))}; "
+            f"valid cameras: {', '.join(cameras)}"
+        )
 
 
 @dataclass
@@ -69,6 +110,7 @@ class MetaWorldEnvConfig(EnvConfig):
             raise UserError(f"env.obs_type must be one of {', '.join(OBS_TYPES)}, got '{self.obs_type}'")
         if self.episode_length is not None and not 1 <= self.episode_length <= MAX_PATH_LENGTH:
             raise UserError(f"env.episode_length must be between 1 and {MAX_PATH_LENGTH} for MetaWorld")
+        check_camera(self.camera_name)
 
     def tasks(self) -> list[TaskSpec]:
         descriptions = task_catalog()["descriptions"]
@@ -101,6 +143,9 @@ class MetaWorldEnvConfig(EnvConfig):
         return dataclasses.replace(self, obs_type="state")
 
     def worker_preload(self) -> list[str]:
+        return ["metaworld"]
+
+    def distributions(self) -> list[str]:
         return ["metaworld"]
 
 

@@ -6,6 +6,7 @@ no network, bad key) is a single warning: the evaluation carries on and its file
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import netrc
 import os
@@ -91,6 +92,8 @@ class WandbLoggerConfig:
         return "offline"
 
     def log_results(self, info: dict[str, Any], out_dir: Path, run: RunMeta, images: dict[str, Path]) -> None:
+        if "provenance" in info:  # what made the results (versions, checkpoint, device) beside the config
+            run = dataclasses.replace(run, config={**run.config, "provenance": info["provenance"]})
         self._safely(out_dir, run, lambda wandb: self._payload(wandb, info, out_dir, run, images))
 
     def log_sweep(self, summary: dict[str, Any], out_dir: Path, run: RunMeta, images: dict[str, Path]) -> None:

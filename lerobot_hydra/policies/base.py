@@ -45,3 +45,17 @@ class PolicyConfig:
     def build(self, env: EnvConfig, device: str) -> Policy:
         """`device` is the top-level setting as configured (`auto` included; see `gl.resolve_device`)."""
         raise NotImplementedError
+
+    def identity(self) -> dict[str, Any] | None:
+        """What the policy's weights are (a Hub commit, a hash of a checkpoint's files), found without building
+        the policy; part of the run's fingerprint, so a resume or shard with other weights is refused. None for
+        a policy without a checkpoint."""
+        return None
+
+    def distributions(self) -> list[str]:
+        """Installed distributions (pip names) that compute this policy's actions, recorded in the provenance."""
+        return []
+
+    def resolved_device(self, device: str) -> str:
+        """The device the policy computes on, given the top-level `device` setting (numpy policies: the CPU)."""
+        return "cpu"

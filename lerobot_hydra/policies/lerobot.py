@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import logging
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from lerobot_hydra.envs.base import EnvConfig
@@ -23,6 +24,7 @@ from lerobot_hydra.policies.lerobot_checkpoint import (
     PREPROCESSOR_FILE,
     Checkpoint,
     check_processor_steps,
+    checkpoint_identity,
     fetch_auxiliary,
     read_json,
     resolve_checkpoint,
@@ -68,23 +70,36 @@ class LeRobotPolicyConfig(PolicyConfig):
         `build` then reports why."""
         if not self.path or importlib.util.find_spec("lerobot") is None:
             return None
-        checkpoint = resolve_checkpoint(self.path, self.revision)
-        inputs = read_json(checkpoint.directory / "config.json").get("input_features")
+        inputs = read_json(self.checkpoint.directory / "config.json").get("input_features")
         if not isinstance(inputs, dict):
             return None
         rename = self.rename_map or {}
         source_of = {rename.get(key, key): key for key in env_observation_features(env)}
         return {source_of[key] for key in inputs if key in source_of}
 
-    def build(self, env: EnvConfig, device: str) -> LeRobotPolicy | RowwisePolicy:
+    @cached_property
+    def checkpoint(self) -> Checkpoint:
+        """Resolved once, so that the policy is built from the very files `identity()` describes."""
         try:
             import lerobot  # noqa: F401
         except ImportError as err:
             raise missing_extra("lerobot", "lerobot") from err
         if not self.path:
             raise UserError("policy.path is empty; give a Hub repo id (lerobot/diffusion_pusht) or a local directory")
+        return resolve_checkpoint(self.path, self.revision)
+
+    def identity(self) -> dict[str, Any]:
+        return checkpoint_identity(self.checkpoint)
+
+    def distributions(self) -> list[str]:
+        return ["lerobot"]
+
+    def resolved_device(self, device: str) -> str:
+        return resolve_device(self.device)
+
+    def build(self, env: EnvConfig, device: str) -> LeRobotPolicy | RowwisePolicy:
+        checkpoint = self.checkpoint
         device = check_device(resolve_device(self.device), "policy.device")
-        checkpoint = resolve_checkpoint(self.path, self.revision)
         config = self.policy_config(checkpoint, device)
         name = checkpoint.name
         _, action_space = env.spaces(env.tasks()[0])

@@ -7,6 +7,7 @@ whatever class its JSON names.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -57,6 +58,32 @@ def resolve_checkpoint(path: str, revision: str | None = None) -> Checkpoint:
         checkpoint = Checkpoint(Path(fetch_repo(path, CHECKPOINT_PATTERNS, revision, path)), path)
     check_files(checkpoint)
     return checkpoint
+
+
+def checkpoint_identity(checkpoint: Checkpoint) -> dict[str, Any]:
+    """What a checkpoint is: a Hub repo's commit (the name of the snapshot dir it resolved to at load), or for a
+    local directory the SHA-256 of each file LeRobot loads from it (symlinks such as checkpoints/last resolved)."""
+    if checkpoint.repo_id is not None:
+        return {"repo_id": checkpoint.repo_id, "commit": checkpoint.directory.name}
+    return {"files": {name: file_sha256(checkpoint.directory / name) for name in loaded_files(checkpoint)}}
+
+
+def loaded_files(checkpoint: Checkpoint) -> list[str]:
+    """config.json, the weights, the two processor pipelines and the state files (normalization stats) they name."""
+    names = [CONFIG_FILE, WEIGHTS_FILE, PREPROCESSOR_FILE, POSTPROCESSOR_FILE]
+    for filename in (PREPROCESSOR_FILE, POSTPROCESSOR_FILE):
+        for step in read_json(checkpoint.directory / filename).get("steps", []):
+            if isinstance(step, dict) and isinstance(step.get("state_file"), str):
+                names.append(step["state_file"])
+    return [name for name in dict.fromkeys(names) if (checkpoint.directory / name).is_file()]
+
+
+def file_sha256(path: Path, chunk_bytes: int = 1 << 24) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(chunk_bytes):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def fetch_repo(repo_id: str, patterns: list[str], revision: str | None, needed_by: str) -> str:

@@ -42,6 +42,9 @@ class MetaWorldExpertConfig(PolicyConfig):
             )
         return MetaWorldExpertPolicy()
 
+    def distributions(self) -> list[str]:
+        return ["metaworld"]
+
 
 def expert_for(task_name: str) -> Any:
     import metaworld.policies
