@@ -167,6 +167,9 @@ def test_merged_run_logs_a_sample_of_the_shards_videos(tmp_path: Path) -> None:
         },
     }
     publish_merged(info, sweep, "Merged", sweep_dir=sweep, label="policy=random", config=config, num_shards=2)
+    import wandb
+
+    wandb.teardown()  # this process's offline run is written in the background: flush it before reading it back
     (run,) = offline_runs(sweep / "wandb")
     assert run["job_type"] == "merged" and run["group"] == dir_name(sweep)
     assert run["id"] == merged_run(config, sweep, "policy=random").run_id
