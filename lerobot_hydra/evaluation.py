@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,10 @@ def run_identity(cfg: DictConfig, eval_cfg: EvalConfig, checkpoint: dict[str, An
     return identity
 
 
-def evaluate_config(cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label: str) -> dict[str, Any]:
+def evaluate_config(
+    cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label: str, on_locked: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """`on_locked` runs once this process holds `out_dir` and its identity check passed (it saves `.hydra/`)."""
     configure_mujoco_gl()
     env_cfg = instantiate_node(cfg.env)
     if not isinstance(env_cfg, EnvConfig):
@@ -81,6 +85,8 @@ def evaluate_config(cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label:
     provenance = collect_provenance(env_cfg, policy_cfg, checkpoint, cfg.device)
     identity = run_identity(cfg, eval_cfg, checkpoint)
     with RunStore(out_dir, identity, eval_cfg.shard_id, num_shards, tasks, plan, label, provenance=provenance) as store:
+        if on_locked is not None:
+            on_locked()
         work = plan_work(tasks, plan, store)
         if store.resumed:
             log.info(

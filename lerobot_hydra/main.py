@@ -35,11 +35,16 @@ OmegaConf.register_new_resolver("lerobot_hydra_launchers", lambda: str(_data_dir
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Evaluate the composed config in Hydra's output dir; returns eval_info (or the shard summary)."""
-    from lerobot_hydra.evaluation import evaluate_config
+    import copy
 
-    eval_cfg = schemas.validate(cfg)
-    with stop_signals():
-        return evaluate_config(cfg, eval_cfg, Path(HydraConfig.get().runtime.output_dir), _job_label())
+    from lerobot_hydra.evaluation import evaluate_config
+    from lerobot_hydra.job_files import JobFiles
+
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    with JobFiles(out_dir, cfg, copy.deepcopy(HydraConfig.instance().cfg)) as job_files:
+        eval_cfg = schemas.validate(cfg)
+        with stop_signals():
+            return evaluate_config(cfg, eval_cfg, out_dir, _job_label(), on_locked=job_files.save)
 
 
 def _job_label() -> str:
