@@ -12,6 +12,7 @@ sub-envs draw it right after answering the step, while this process runs the pol
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -28,6 +29,7 @@ from lerobot_hydra.envs.vector import (
     RESET_MASK_KEY,
     TaskVectorEnv,
 )
+from lerobot_hydra.errors import UserError
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.processors.observation import RAW_KEY
 from lerobot_hydra.processors.pipeline import Pipeline
@@ -141,8 +143,9 @@ def _run_batch(
             for i, episode in enumerate(running):
                 if episode is None:
                     continue
-                episode.sum_reward += float(reward[i])
-                episode.max_reward = max(episode.max_reward, float(reward[i]))
+                step_reward = _finite_reward(float(reward[i]), vec, task, episode)
+                episode.sum_reward += step_reward
+                episode.max_reward = max(episode.max_reward, step_reward)
                 episode.steps += 1
                 episode.success |= bool(info["is_success"][i])
                 if info["done"][i]:
@@ -188,6 +191,19 @@ def _start(
         running[i] = _Episode(k, seed, None if init_state < 0 else init_state, now, video)
     _capture_frames(vec, running, only=set(starts))
     return obs
+
+
+def _finite_reward(value: float, vec: TaskVectorEnv, task: TaskSpec, episode: _Episode) -> float:
+    """`value`, or a UserError for a NaN or infinite reward: the env is broken and its results would mean nothing
+    (the episodes already recorded stay on disk)."""
+    if math.isfinite(value):
+        return value
+    config = vec.pool.config
+    env = getattr(config, "gym_id", "") or type(config).__name__
+    raise UserError(
+        f"the env {env} returned a reward of {value} at step {episode.steps + 1} of episode {episode.index} of task "
+        f"{task.group}/{task.task_id} {task.name}: a broken env, whose results would be meaningless; fix the env"
+    )
 
 
 def _record(task: TaskSpec, episode: _Episode) -> EpisodeRecord:
