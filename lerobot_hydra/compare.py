@@ -75,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison to FILE as JSON")
     args = parser.parse_args(argv)
     try:
+        if args.json is not None:
+            check_json_target(args.json)
         comparison = compare_dirs(args.a, args.b, require_paired=args.paired)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -83,6 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is not None:
         write_json_atomic(args.json, comparison)
     return 0
+
+
+def check_json_target(path: Path) -> None:
+    """Refuses, before anything is compared, a --json FILE that could not be written."""
+    if path.is_dir():
+        raise UserError(f"--json {path} is a directory; name a file, e.g. --json {path / 'comparison.json'}")
+    if not path.parent.is_dir():
+        raise UserError(f"--json {path}: the folder {path.parent} does not exist; create it or name another file")
 
 
 def compare_dirs(a: Path, b: Path, require_paired: bool = False) -> dict[str, Any]:

@@ -236,3 +236,22 @@ def test_the_sweeps_wandb_run_logs_the_comparisons_and_the_multi_seed_pools(tmp_
         assert logged(run, f"media/table/{key}", ".table.json")
     assert logged(run, "media/images/plots/comparison_forest", ".png")
     assert (tmp_path / "report.html").is_file()
+
+
+def test_compare_cli_refuses_a_json_target_it_cannot_write_before_comparing(
+    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pair = [str(runs["random"]), str(runs["expert"])]
+    assert compare_main([*pair, "--json", str(tmp_path / "no" / "such" / "c.json")]) == 2
+    out, err = capsys.readouterr()
+    assert (
+        out == ""
+        and err
+        == f"error: --json {tmp_path / 'no' / 'such' / 'c.json'}: the folder "
+        f"{tmp_path / 'no' / 'such'} does not exist; create it or name another file\n"
+    )
+    assert compare_main([*pair, "--json", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert (
+        out == "" and err.startswith(f"error: --json {tmp_path} is a directory; name a file") and err.count("\n") == 1
+    )
