@@ -117,9 +117,11 @@ def check_combination(combo: Combination, sweep_dir: Path) -> list[str]:
     for shard_id, copies in sorted(by_id.items()):
         if len(copies) > 1:
             where = ", ".join(f"{s.dir} ({_progress(s)})" for s in copies)
+            keep = max(copies, key=lambda s: (s.complete, len(s.records)))
+            state = "complete" if keep.complete else "the most episodes"
             problems.append(
                 f"{combo.title}: shard {shard_id} of {combo.num_shards} was run {len(copies)} times with the same "
-                f"configuration: {where}; delete all but one of those dirs"
+                f"configuration: {where}; keep {keep.dir} ({state}) and move the other copies out of {sweep_dir}"
             )
     if problems:
         return problems  # every episode of a repeated shard would also be reported twice below

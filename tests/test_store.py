@@ -319,3 +319,19 @@ def test_the_merge_refuses_shard_files_of_another_format_clearly(two_shards: Pat
     ) in proc.stderr
     assert f"error: {foreign} is not a lerobot_hydra.shard/2 file" in proc.stderr
     assert not (runs / "eval_info.json").exists()
+
+
+def test_a_shard_run_twice_is_refused_naming_the_copy_to_keep_never_advising_deletion(
+    two_shards: Path, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    subprocess.run(["cp", "-r", str(two_shards), str(runs)], check=True)
+    subprocess.run(["cp", "-r", str(runs / "s1"), str(runs / "s1_again")], check=True)
+    again = runs / "s1_again" / "shard_1_of_2.json"
+    data = read_json(again)
+    again.write_text(json.dumps({**data, "complete": False, "episodes": data["episodes"][:1]}))  # e.g. killed
+    proc = merge_cli(runs)
+    assert proc.returncode == 1
+    assert "was run 2 times with the same configuration" in proc.stderr, proc.stderr
+    assert f"keep {runs / 's1'} (complete) and move the other copies out of {runs}" in proc.stderr
+    assert "delete" not in proc.stderr
