@@ -44,7 +44,7 @@ class MergeShards(Callback):
             sys.exit(2)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from lerobot_hydra.summary import check_baseline
+        from lerobot_hydra.baseline import check_baseline
 
         launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
         if launcher.endswith("SlurmLauncher") and shutil.which("sbatch") is None:

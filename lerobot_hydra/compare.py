@@ -28,7 +28,7 @@ def load_results(path: Path, name: str) -> ResultSet:
     from lerobot_hydra.merge import merge_sweep
     from lerobot_hydra.reporting import EVAL_INFO_FILE
     from lerobot_hydra.shard_file import find_shard_files
-    from lerobot_hydra.summary import SweepEntry, group_arms
+    from lerobot_hydra.summary import group_arms, sweep_entry
 
     if not path.is_dir():
         raise UserError(f"{path} is not a directory; give a run dir or a sweep dir")
@@ -36,10 +36,7 @@ def load_results(path: Path, name: str) -> ResultSet:
         result = merge_sweep(path, write=False)
         if not result.ok:
             raise UserError(f"{path} cannot be read as one result: {result.problems[0]}")
-        entries = [
-            SweepEntry(c.name, c.label, c.num_shards, c.shards[0].identity, info, path, [s.dir for s in c.shards])
-            for c, info in result.merged
-        ]
+        entries = [sweep_entry(c, info, path) for c, info in result.merged]
         arms = group_arms(entries)
         if len(arms) > 1:
             raise UserError(

@@ -118,10 +118,9 @@ def check_combination(combo: Combination, sweep_dir: Path) -> list[str]:
         if len(copies) > 1:
             where = ", ".join(f"{s.dir} ({_progress(s)})" for s in copies)
             keep = max(copies, key=lambda s: (s.complete, len(s.records)))
-            state = "complete" if keep.complete else "the most episodes"
             problems.append(
                 f"{combo.title}: shard {shard_id} of {combo.num_shards} was run {len(copies)} times with the same "
-                f"configuration: {where}; keep {keep.dir} ({state}) and move the other copies out of {sweep_dir}"
+                f"configuration: {where}; keep {keep.dir}, move the other copies out of {sweep_dir}"
             )
     if problems:
         return problems  # every episode of a repeated shard would also be reported twice below
@@ -301,6 +300,9 @@ def merge_sweep(
         result.missing += len(missing)
         if not problems and not missing:
             result.merged.append((combo, merged_info(combo, output_dir(sweep_dir, combo, several))))
+    from lerobot_hydra.summary import baseline_problems  # (scipy) only once there is something to merge
+
+    result.problems.extend(baseline_problems(baseline, combos))
     if write:
         _publish(result, several, baseline)
     return result
@@ -334,7 +336,7 @@ def _publish(result: MergeResult, several: bool, baseline: str | None) -> None:
 def _write_merged(result: MergeResult, several: bool, baseline: str | None) -> None:
     from lerobot_hydra.loggers import saved_run_config
     from lerobot_hydra.reporting import EVAL_INFO_FILE, publish_merged
-    from lerobot_hydra.summary import SweepEntry, publish_summary
+    from lerobot_hydra.summary import publish_summary, sweep_entry
 
     entries = []
     for combo, info in result.merged:
@@ -354,10 +356,7 @@ def _write_merged(result: MergeResult, several: bool, baseline: str | None) -> N
             result.written.append(eval_info)
         else:
             eval_info = combo.shards[0].dir / EVAL_INFO_FILE
-        dirs = [s.dir for s in combo.shards]
-        entries.append(
-            SweepEntry(combo.name, combo.label, combo.num_shards, combo.shards[0].identity, info, eval_info, dirs)
-        )
+        entries.append(sweep_entry(combo, info, eval_info))
     if several and result.ok:
         config = saved_run_config(result.merged[0][0].shards[0].dir)
         result.problems.extend(publish_summary(entries, result.sweep_dir, baseline, config))

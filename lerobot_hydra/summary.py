@@ -15,17 +15,18 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from lerobot_hydra.baseline import SEED_KEY, holds
 from lerobot_hydra.durable import write_json_atomic
 from lerobot_hydra.errors import UserError
 from lerobot_hydra.pairing import ResultSet, align, compare, format_comparison
 from lerobot_hydra.records import EpisodeRecord, sort_records
 from lerobot_hydra.results import aggregate
+from lerobot_hydra.shard_file import Shard
 from lerobot_hydra.sharding import distinguishing_labels, split_label
 
 SUMMARY_FILE = "sweep_summary.json"
-SEED_KEY = "seed"
 
 
 @dataclass
@@ -47,6 +48,15 @@ class SweepEntry:
     @property
     def records(self) -> list[EpisodeRecord]:
         return [EpisodeRecord.from_dict(e) for e in self.info["episodes"]]
+
+
+class Combination(Protocol):
+    """A merge's combination (merge.Combination): the shards of one configuration and split."""
+
+    name: str
+    label: str
+    num_shards: int
+    shards: list[Shard]
 
 
 @dataclass
@@ -91,7 +101,7 @@ def pick_baseline(arms: Sequence[Arm], spec: str | None) -> int:
     if not spec:
         return 0
     wanted = split_label(spec)
-    found = [i for i, arm in enumerate(arms) if all(_holds(split_label(arm.label), w) for w in wanted)]
+    found = [i for i, arm in enumerate(arms) if all(holds(split_label(arm.label), w) for w in wanted)]
     if len(found) == 1:
         return found[0]
     names = ", ".join(arm.title for arm in arms)
@@ -101,28 +111,25 @@ def pick_baseline(arms: Sequence[Arm], spec: str | None) -> int:
     raise UserError(f"the baseline '{spec}' matches several configurations ({several}); name one of them fully")
 
 
-def _holds(overrides: list[str], wanted: str) -> bool:
-    plain = [o.lstrip("+~") for o in overrides]
-    if "=" in wanted:
-        return wanted.lstrip("+~") in plain
-    return any(o.split("=", 1)[1] == wanted for o in plain if "=" in o)
+def sweep_entry(combo: Combination, info: dict[str, Any], eval_info: Path) -> SweepEntry:
+    """The summary's view of a merge's combination and its merged eval_info (`info`, written to `eval_info`)."""
+    dirs = [s.dir for s in combo.shards]
+    return SweepEntry(combo.name, combo.label, combo.num_shards, combo.shards[0].identity, info, eval_info, dirs)
 
 
-def check_baseline(spec: str | None, sweep_values: Mapping[str, Sequence[str]]) -> None:
-    """Before a sweep runs: `spec` must name values the sweep has (`sweep_values`: override key -> its values),
-    one of them a swept one."""
+def baseline_problems(spec: str | None, combos: Sequence[Combination]) -> list[str]:
+    """Why `spec` cannot be the baseline of a merge of `combos` (nothing to compare, or it names no single
+    configuration): one line, or none."""
     if not spec:
-        return
-    given = [f"{key}={value}" for key, values in sweep_values.items() for value in values]
-    swept = [f"{key}={value}" for key, values in sweep_values.items() if len(values) > 1 for value in values]
-    wanted = split_label(spec)
-    unknown = [w for w in wanted if not _holds(given, w)]
-    if unknown or not any(_holds(swept, w) for w in wanted):
-        what = f"'{unknown[0]}' is none of the sweep's values" if unknown else "it names no swept value"
-        raise UserError(
-            f"hydra.callbacks.merge_shards.baseline='{spec}': {what}; name the baseline's overrides or values, "
-            f"e.g. one of: {', '.join(swept[:8]) or '(nothing is swept)'}"
-        )
+        return []
+    arms = group_arms(in_sweep_order([sweep_entry(c, {}, Path()) for c in combos]))
+    if len(arms) < 2:
+        return [f"the baseline '{spec}' has nothing to compare with: the sweep holds one configuration; leave it out"]
+    try:
+        pick_baseline(arms, spec)
+    except UserError as err:
+        return [str(err)]
+    return []
 
 
 def sweep_summary(entries: Sequence[SweepEntry], sweep_dir: Path, baseline: str | None) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from lerobot_hydra.compare import compare_dirs
 from lerobot_hydra.compare import main as compare_main
 from lerobot_hydra.merge import main as merge_main
 from lerobot_hydra.merge import merge_sweep
+from lerobot_hydra.sharding import split_label
 from lerobot_hydra.stats import wilson_interval
 from tests.browser import dump_dom
 from tests.conftest import ROOT, evaluate_here, read_episodes, read_json, run_eval
@@ -255,3 +256,68 @@ def test_compare_cli_refuses_a_json_target_it_cannot_write_before_comparing(
     assert (
         out == "" and err.startswith(f"error: --json {tmp_path} is a directory; name a file") and err.count("\n") == 1
     )
+
+
+@pytest.mark.parametrize(
+    ("spec", "sweep", "refusal"),
+    [
+        ("seed=1000", {"policy": ["a", "b"], "seed": ["1000", "2000"]}, "'seed=1000' names a seed or a shard"),
+        ("1000", {"policy": ["a", "b"], "seed": ["1000", "2000"]}, "'1000' names a seed or a shard"),
+        ("eval.shard_id=0", {"policy": ["a", "b"], "eval.shard_id": ["0", "1"]}, "names a seed or a shard"),
+        (
+            "policy=random",
+            {"policy": ["x", "random"], "env.episode_length": ["10", "20"]},
+            "it matches 2 combinations (policy=random,env.episode_length=10; policy=random,env.episode_length=20)",
+        ),
+        ("10", {"env.episode_length": ["10", "20"], "eval.n_episodes": ["10", "5"]}, "it matches 3 combinations"),
+    ],
+)
+def test_a_baseline_must_pick_one_configuration_of_the_swept_values(
+    spec: str, sweep: dict[str, list[str]], refusal: str
+) -> None:
+    from lerobot_hydra.baseline import check_baseline
+    from lerobot_hydra.errors import UserError
+
+    with pytest.raises(UserError, match="^hydra.callbacks.merge_shards.baseline=") as err:
+        check_baseline(spec, sweep)
+    assert refusal in str(err.value)
+    assert "shard_id" not in str(err.value).split("e.g. one of: ")[1] and "seed=" not in str(err.value).split(": ")[-1]
+
+
+def test_a_baseline_in_a_policy_by_seed_sweep_is_a_policy() -> None:
+    from lerobot_hydra.baseline import check_baseline
+
+    sweep = {"policy": ["a", "random"], "seed": ["1000", "2000"], "eval.shard_id": ["0", "1"], "env.task": ["[x]"]}
+    check_baseline("policy=random", sweep)
+    check_baseline("random", sweep)
+    check_baseline(
+        "policy=random,env.episode_length=10", {"policy": ["x", "random"], "env.episode_length": ["10", "20"]}
+    )
+
+
+def test_the_merge_refuses_a_baseline_it_cannot_use_also_with_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep, seeds = tmp_path / "sweep", tmp_path / "seeds"
+    for out, label in (
+        (sweep / "random", "policy=random"),
+        (sweep / "expert", "policy=metaworld_expert"),
+        (seeds / "s1000", "seed=1000"),
+        (seeds / "s2000", "seed=2000"),
+    ):
+        evaluate_here(out, *IN_PROCESS, "eval.n_episodes=1", *split_label(label), label=label)
+    capsys.readouterr()
+    assert merge_main([str(sweep), "--check", "--baseline", "nosuch"]) == 1
+    err = capsys.readouterr().err
+    named = "error: the baseline 'nosuch' names none of the sweep's configurations; name one of: "
+    assert err.startswith(named) and err.count("\n") == 1, err
+    assert sorted(err[len(named) :].strip().split(", ")) == ["policy=metaworld_expert", "policy=random"]
+    assert merge_main([str(sweep), "--check", "--baseline", "metaworld_expert"]) == 0
+    capsys.readouterr()
+    for args in (["--check"], []):
+        assert merge_main([str(seeds), *args, "--baseline", "1000"]) == 1
+        assert capsys.readouterr().err == (
+            "error: the baseline '1000' has nothing to compare with: the sweep holds one configuration; leave it out\n"
+        )
+    assert merge_main([str(sweep / "random"), "--baseline", "random"]) == 1
+    assert "the baseline 'random' has nothing to compare with" in capsys.readouterr().err

@@ -333,5 +333,5 @@ def test_a_shard_run_twice_is_refused_naming_the_copy_to_keep_never_advising_del
     proc = merge_cli(runs)
     assert proc.returncode == 1
     assert "was run 2 times with the same configuration" in proc.stderr, proc.stderr
-    assert f"keep {runs / 's1'} (complete) and move the other copies out of {runs}" in proc.stderr
+    assert f"keep {runs / 's1'}, move the other copies out of {runs}" in proc.stderr
     assert "delete" not in proc.stderr
