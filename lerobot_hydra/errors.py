@@ -18,3 +18,20 @@ def did_you_mean(name: str, valid: list[str]) -> str:
 
     close = difflib.get_close_matches(name, valid, n=1)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def worker_failure() -> str | UserError:
+    """Inside a worker's `except`: what to send its parent, the UserError itself (so that the parent reports it
+    in one line) or else the traceback."""
+    import sys
+    import traceback
+
+    err = sys.exc_info()[1]
+    return err if isinstance(err, UserError) else traceback.format_exc()
+
+
+def worker_error(failures: list[tuple[str, str | UserError]], kind: type[Exception]) -> Exception:
+    """The parent's exception for its workers' (where, failure) pairs: the first UserError among them (reported in
+    one line), else one `kind` holding each where and traceback."""
+    settings = [failure for _, failure in failures if isinstance(failure, UserError)]
+    return settings[0] if settings else kind("\n".join(f"{where}:\n{failure}" for where, failure in failures))

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from lerobot_hydra.envs.base import TaskSpec
+from lerobot_hydra.envs.build_errors import env_label
 from lerobot_hydra.envs.vector import (
     EPISODES_KEY,
     INIT_STATE_KEY,
@@ -198,11 +199,10 @@ def _finite_reward(value: float, vec: TaskVectorEnv, task: TaskSpec, episode: _E
     (the episodes already recorded stay on disk)."""
     if math.isfinite(value):
         return value
-    config = vec.pool.config
-    env = getattr(config, "gym_id", "") or type(config).__name__
     raise UserError(
-        f"the env {env} returned a reward of {value} at step {episode.steps + 1} of episode {episode.index} of task "
-        f"{task.group}/{task.task_id} {task.name}: a broken env, whose results would be meaningless; fix the env"
+        f"the env {env_label(vec.pool.config)} returned a reward of {value} at step {episode.steps + 1} of episode "
+        f"{episode.index} of task {task.group}/{task.task_id} {task.name}: a broken env, whose results would be "
+        "meaningless; fix the env"
     )
 
 

@@ -22,6 +22,7 @@ class CountingEnvConfig(EnvConfig):
     episode_length: int | None = 20
     fail_on_episode: int | None = None  # task 0's reset of this episode raises
     step_sleep_s: float = 0.0  # wall time of each step
+    camera: str = ""  # set: building the env fails as robosuite does for an unknown camera
 
     def tasks(self) -> list[TaskSpec]:
         return [
@@ -35,6 +36,8 @@ class CountingEnvConfig(EnvConfig):
         return spaces.Dict({"agent_pos": spaces.Box(-1e6, 1e6, (2,), np.float64)}), spaces.Box(-1, 1, (1,), np.float32)
 
     def make_env(self, task: TaskSpec, render: bool) -> Any:
+        if self.camera:
+            raise ValueError(f"Current sensor for observable {self.camera}_image is invalid.")
         return CountingEnv(Path(self.log_dir), task, self.fail_on_episode, self.step_sleep_s)
 
 

@@ -11,6 +11,7 @@ from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.errors import UserError
 
 DEFAULT_EPISODE_LENGTH = 1000
+DEFAULT_SUCCESS_KEY = "is_success"
 
 
 @dataclass
@@ -26,7 +27,7 @@ class GymEnvConfig(EnvConfig):
     # Language description handed to policies as `task`; empty: the gym id.
     task: Any = ""
     # Key of the env's info dict that holds per-step success.
-    success_key: str = "is_success"
+    success_key: str = DEFAULT_SUCCESS_KEY
 
     def __post_init__(self) -> None:
         if not self.gym_id:
@@ -125,6 +126,12 @@ class GymTaskEnv:
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         obs, reward, terminated, truncated, info = self._env.step(action)
+        key = self.config.success_key
+        if key != DEFAULT_SUCCESS_KEY and key not in info:  # the default may be absent: an env without success
+            raise UserError(
+                f"env.success_key={key}: {self.config.gym_id} has no such key in the info of its step; its keys: "
+                f"{', '.join(map(str, info)) or '(none)'}"
+            )
         return (
             obs,
             float(reward),

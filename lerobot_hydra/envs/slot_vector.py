@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
-import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,6 +26,7 @@ from gymnasium.vector.utils import (
 from lerobot_hydra.envs.shared_memory import lock_free_shared_memory
 from lerobot_hydra.envs.vector import RESET_MASK_KEY
 from lerobot_hydra.envs.worker_signals import OPEN_WORKERS, ignore_job_signals
+from lerobot_hydra.errors import worker_error, worker_failure
 
 # One byte each way per step; STEP_RENDER also has the worker render a frame once it has answered.
 STEP, STEP_RENDER, DONE = b"s", b"r", b"k"
@@ -120,7 +120,9 @@ class SlotVectorEnv(gym.vector.VectorEnv):
                 conn = self._conns[index]
                 reply = self._receive(index, conn)
                 if reply != DONE:
-                    raise SlotWorkerError(f"sub-env {index} failed while stepping:\n{pickle.loads(reply)[1]}")
+                    raise worker_error(
+                        [(f"sub-env {index} failed while stepping", pickle.loads(reply)[1])], SlotWorkerError
+                    )
         else:
             for index, env in enumerate(self._envs):
                 obs, reward, _, _, info = env.step(_row(actions, index))
@@ -200,10 +202,10 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         for index in indices:
             ok, value = pickle.loads(self._receive(index, self._conns[index]))
             if not ok:
-                errors.append(f"sub-env {index} failed in {name}():\n{value}")
+                errors.append((f"sub-env {index} failed in {name}()", value))
             results.append(value)
         if errors:
-            raise SlotWorkerError("\n".join(errors))
+            raise worker_error(errors, SlotWorkerError)
         return results
 
     def _receive(self, index: int, conn: Any) -> bytes:
@@ -232,7 +234,7 @@ def _worker(
     try:
         env = slot_fn()
     except Exception:  # noqa: BLE001 - reported to the parent, which raises it
-        conn.send_bytes(pickle.dumps((False, traceback.format_exc())))
+        conn.send_bytes(pickle.dumps((False, worker_failure())))
         return
     n = len(next(iter(res_shm.values())))
     actions = read_from_shared_memory(action_space, act_shm, n)
@@ -250,7 +252,7 @@ def _worker(
                     results["is_success"][index] = info["is_success"]
                     conn.send_bytes(DONE)
                 except Exception:  # noqa: BLE001
-                    conn.send_bytes(pickle.dumps((False, traceback.format_exc())))
+                    conn.send_bytes(pickle.dumps((False, worker_failure())))
                     continue
                 if message == STEP_RENDER:
                     try:
@@ -269,7 +271,7 @@ def _worker(
                     write_to_shared_memory(observation_space, index, observation, obs_shm)
                 conn.send_bytes(pickle.dumps((True, result)))
             except Exception:  # noqa: BLE001
-                conn.send_bytes(pickle.dumps((False, traceback.format_exc())))
+                conn.send_bytes(pickle.dumps((False, worker_failure())))
     except (EOFError, KeyboardInterrupt):
         env.close()
 

@@ -25,6 +25,7 @@ import gymnasium as gym
 import numpy as np
 
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
+from lerobot_hydra.envs.build_errors import make_env
 
 # Per-slot options passed through `VectorEnv.reset(options=...)`: entry i is `(episode_index, seed)` or None.
 EPISODES_KEY = "episodes"
@@ -91,7 +92,7 @@ class SlotEnv(gym.Env):
         task's simulator is closed first, as in `bind`)."""
         self.bind(config, task, render)
         if self._env is None:
-            self._env = config.make_env(task, render=render)
+            self._env = make_env(config, task, render)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         episode = (options or {}).get(EPISODES_KEY, [None] * (self.slot + 1))[self.slot]
@@ -104,7 +105,7 @@ class SlotEnv(gym.Env):
         episode_index, episode_seed = episode
         super().reset(seed=episode_seed)
         if self._env is None:
-            self._env = self._config.make_env(self._task, render=self._render)
+            self._env = make_env(self._config, self._task, self._render)
         obs, info = self._env.reset(seed=episode_seed, options={"episode_index": episode_index})
         self._active, self._done, self._last_obs = True, False, obs
         init_state = info.get(INIT_STATE_KEY)
