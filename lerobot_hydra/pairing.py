@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lerobot_hydra import results
 from lerobot_hydra.errors import UserError
 from lerobot_hydra.records import EpisodeRecord
 from lerobot_hydra.stats import FISHER, MCNEMAR, Difference, PairCounts, paired_difference, unpaired_difference
@@ -43,16 +44,12 @@ def pair_key(record: EpisodeRecord) -> PairKey:
 def task_label(record: EpisodeRecord) -> str:
     """As the results table names a task: its group alone when the task is its own group (a MetaWorld task asked
     for by name), else group/id name."""
-    return _label(record.task_group, record.task_id, record.task_name)
-
-
-def _label(group: str, task_id: int, name: str) -> str:
-    return group if name == group else f"{group}/{task_id} {name}"
+    return results.task_label(record.task_group, record.task_id, record.task_name)
 
 
 def row_label(row: dict[str, Any]) -> str:
     """A comparison row's task as task_label names it, or 'overall'."""
-    return _label(row["task_group"], row["task_id"], row["task_name"]) if "task_group" in row else "overall"
+    return results.task_label(row["task_group"], row["task_id"], row["task_name"]) if "task_group" in row else "overall"
 
 
 def pairing_problem(a: ResultSet, b: ResultSet) -> str | None:

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 from lerobot_hydra.durable import write_text_atomic
+from lerobot_hydra.results import ci_text, pc_text, table_rows
 
 REPORT_FILE = "report.html"
 _IMAGE_HEADINGS = {
@@ -88,7 +89,7 @@ def sweep_report(summary: dict[str, Any], sweep_dir: Path, images: Mapping[str, 
         name = _e(row["combination"] or "(default)")
         if page.is_file():
             name = f'<a href="{_e(_href(page, sweep_dir))}">{name}</a>'
-        rows.append([name, row["num_shards"], row["n_episodes"], _pc(row["pc_success"]), _ci(row)])
+        rows.append([name, row["num_shards"], row["n_episodes"], pc_text(row["pc_success"]), _ci(row)])
     parts = [
         f"<h1>Sweep {_e(sweep_dir.name)}</h1>",
         f'<p class="sub">{_e(str(sweep_dir))}: {len(rows)} combinations</p>',
@@ -118,25 +119,15 @@ def sweep_report(summary: dict[str, Any], sweep_dir: Path, images: Mapping[str, 
 
 def _results_table(info: dict[str, Any]) -> str:
     header = ("task", "episodes", "successes", "success", "95% CI", "avg sum reward", "avg max reward")
-    several = len(info["per_group"]) > 1
     rows: list[tuple[str, list[Any]]] = []
-    for group, summary in info["per_group"].items():
-        tasks = [t for t in info["per_task"] if t["task_group"] == group]
-        for task in tasks:
-            m = task["metrics"]
-            n = len(m["successes"])
-            name = f"{group}/{task['task_id']} {task['task_name']}" if task["task_name"] != group else group
+    for row in table_rows(info):
+        m = row.summary
+        if row.kind == "task":
             rewards = [_mean(m["sum_rewards"]), _mean(m["max_rewards"])]
-            rows.append(("", [name, n, sum(m["successes"]), _pc(m["pc_success"]), _ci(m), *rewards]))
-        if several and len(tasks) > 1:
-            rewards = [_num(summary["avg_sum_reward"]), _num(summary["avg_max_reward"])]
-            n_wins = sum(sum(t["metrics"]["successes"]) for t in tasks)
-            cells = [f"{group} (all {len(tasks)} tasks)", summary["n_episodes"], n_wins, _pc(summary["pc_success"])]
-            rows.append(("group", [*cells, _ci(summary), *rewards]))
-    o = info["overall"]
-    wins = sum(sum(t["metrics"]["successes"]) for t in info["per_task"])
-    rewards = [_num(o["avg_sum_reward"]), _num(o["avg_max_reward"])]
-    rows.append(("overall", ["overall", o["n_episodes"], wins, _pc(o["pc_success"]), _ci(o), *rewards]))
+        else:
+            rewards = [_num(m["avg_sum_reward"]), _num(m["avg_max_reward"])]
+        cells = [row.label, row.n_episodes, row.successes, pc_text(m["pc_success"]), _ci(m), *rewards]
+        rows.append(("" if row.kind == "task" else row.kind, cells))
     body = "".join(
         f'<tr class="{cls}">' + "".join(f"<td>{_e(str(c))}</td>" for c in cells) + "</tr>" for cls, cells in rows
     )
@@ -227,16 +218,11 @@ def _e(text: str) -> str:
 
 
 def _rate(summary: Mapping[str, Any]) -> str:
-    return f"{_pc(summary['pc_success'])} {_ci(summary)}"
-
-
-def _pc(value: Any) -> str:
-    return f"{value:.1f}%" if isinstance(value, (int, float)) and value == value else "-"
+    return f"{pc_text(summary['pc_success'])} {_ci(summary)}"
 
 
 def _ci(summary: Mapping[str, Any]) -> str:
-    ci = summary.get("ci95_pc_success")
-    return f"[{ci[0]:.1f}, {ci[1]:.1f}]" if ci and None not in ci else "-"
+    return ci_text(summary.get("ci95_pc_success"))
 
 
 def _num(value: Any) -> str:

@@ -1,9 +1,10 @@
 """Aggregation (the only one: single runs, merged shards and resumed runs all come through here),
-LeRobot's `eval_info.json` layout, and the console table."""
+LeRobot's `eval_info.json` layout, the console table, and the task labels, rates and rows every table shares."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from lerobot_hydra.records import EpisodeRecord
@@ -66,19 +67,61 @@ def aggregate(records: Sequence[EpisodeRecord], eval_s: float) -> dict[str, Any]
     }
 
 
-def format_table(info: dict[str, Any], title: str = "") -> str:
-    """Task, episodes, success and its interval; one block per group and an overall line."""
-    rows: list[tuple[str, str, str, str]] = []
+def task_label(group: str, task_id: int, name: str) -> str:
+    """How every table names a task: its group alone when the task is its own group (a MetaWorld task asked
+    for by name), else group/id name."""
+    return group if name == group else f"{group}/{task_id} {name}"
+
+
+def pc_text(pc: Any) -> str:
+    return f"{pc:.1f}%" if isinstance(pc, int | float) and pc == pc else "-"
+
+
+def ci_text(ci: Sequence[float | None] | None) -> str:
+    return f"[{ci[0]:.1f}, {ci[1]:.1f}]" if ci and None not in ci else "-"
+
+
+def rate_text(pc: float | None, ci: Sequence[float | None] | None) -> tuple[str, str]:
+    """A success rate and its interval as tables show them; both '-' where the rate is undefined."""
+    return (pc_text(pc), ci_text(ci)) if pc is not None else ("-", "-")
+
+
+@dataclass
+class TableRow:
+    """A row of a results table: a task ("task"), a group of several tasks ("group") or "overall"."""
+
+    kind: str
+    label: str
+    summary: dict[str, Any]  # the task's metrics, or the group's or the run's summary
+    tasks: list[dict[str, Any]]  # the per_task entries it covers
+
+    @property
+    def n_episodes(self) -> int:
+        return len(self.summary["successes"]) if self.kind == "task" else int(self.summary["n_episodes"])
+
+    @property
+    def successes(self) -> int:
+        return sum(sum(t["metrics"]["successes"]) for t in self.tasks)
+
+
+def table_rows(info: dict[str, Any]) -> Iterator[TableRow]:
+    """Each task of each group, then the group's row when there are several groups and it has several tasks,
+    and the overall row last."""
     multi_group = len(info["per_group"]) > 1
     for group, summary in info["per_group"].items():
         tasks = [t for t in info["per_task"] if t["task_group"] == group]
         for task in tasks:
-            m = task["metrics"]
-            name = f"{group}/{task['task_id']} {task['task_name']}" if task["task_name"] != group else group
-            rows.append((f"  {name}", str(len(m["successes"])), *_pc(m)))
+            yield TableRow("task", task_label(group, task["task_id"], task["task_name"]), task["metrics"], [task])
         if multi_group and len(tasks) > 1:
-            rows.append((f"{group} (all {len(tasks)} tasks)", str(summary["n_episodes"]), *_pc(summary)))
-    rows.append(("overall", str(info["overall"]["n_episodes"]), *_pc(info["overall"])))
+            yield TableRow("group", f"{group} (all {len(tasks)} tasks)", summary, tasks)
+    yield TableRow("overall", "overall", info["overall"], list(info["per_task"]))
+
+
+def format_table(info: dict[str, Any], title: str = "") -> str:
+    """Task, episodes, success and its interval; one block per group and an overall line."""
+    rows = [
+        (f"  {r.label}" if r.kind == "task" else r.label, str(r.n_episodes), *_pc(r.summary)) for r in table_rows(info)
+    ]
     header = ("task", "episodes", "success", "95% CI")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
     lines = [title] if title else []
@@ -94,7 +137,4 @@ def format_table(info: dict[str, Any], title: str = "") -> str:
 
 
 def _pc(summary: dict[str, Any]) -> tuple[str, str]:
-    if summary["pc_success"] is None:
-        return "-", "-"
-    low, high = summary["ci95_pc_success"]
-    return f"{summary['pc_success']:.1f}%", f"[{low:.1f}, {high:.1f}]"
+    return rate_text(summary["pc_success"], summary["ci95_pc_success"])

@@ -22,7 +22,7 @@ from lerobot_hydra.durable import write_json_atomic
 from lerobot_hydra.errors import UserError
 from lerobot_hydra.pairing import ResultSet, align, compare, format_comparison
 from lerobot_hydra.records import EpisodeRecord, sort_records
-from lerobot_hydra.results import aggregate
+from lerobot_hydra.results import aggregate, rate_text
 from lerobot_hydra.shard_file import Shard
 from lerobot_hydra.sharding import distinguishing_labels, split_label
 
@@ -243,7 +243,7 @@ def format_sweep_summary(summary: dict[str, Any], title: str) -> str:
                 row["combination"] or "(default)",
                 str(row["num_shards"]),
                 str(row["n_episodes"]),
-                *_rate(row["pc_success"], row["ci95_pc_success"]),
+                *rate_text(row["pc_success"], row["ci95_pc_success"]),
             )
         )
     lines = [title, *align(table)]
@@ -258,17 +258,13 @@ def format_sweep_summary(summary: dict[str, Any], title: str) -> str:
         ]
         seeds = [("seed", "episodes", "success", "95% CI")]
         seeds += [
-            (str(s["seed"]), str(s["n_episodes"]), *_rate(s["pc_success"], s["ci95_pc_success"]))
+            (str(s["seed"]), str(s["n_episodes"]), *rate_text(s["pc_success"], s["ci95_pc_success"]))
             for s in pool["per_seed"]
         ]
         lines += ["  " + line for line in align(seeds)]
     for comparison in summary["comparisons"]:
         lines += ["", format_comparison(comparison)]
     return "\n".join(lines)
-
-
-def _rate(pc: float | None, ci: Sequence[float]) -> tuple[str, str]:
-    return (f"{pc:.1f}%", f"[{ci[0]:.1f}, {ci[1]:.1f}]") if pc is not None else ("-", "-")
 
 
 def publish_summary(
