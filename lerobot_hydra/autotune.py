@@ -82,14 +82,15 @@ def probe(env_cfg: Any, policy: Any, env_pre: Any, env_post: Any, batch_size: in
     import numpy as np
     import psutil
 
-    from lerobot_hydra.envs.vector import EPISODES_KEY, close_task_vector_envs
+    from lerobot_hydra.envs.protocol import EPISODES_KEY
+    from lerobot_hydra.envs.vector import close_task_vector_envs, create_task_vector_envs
     from lerobot_hydra.processors.observation import RAW_KEY
 
     task = env_cfg.tasks()[0]
     me = psutil.Process()
     before = {c.pid for c in me.children(recursive=True)}
     rss_before = me.memory_info().rss / 2**20
-    envs = env_cfg.create_envs(batch_size, use_async=batch_size > 1, tasks=[task], render=render)
+    envs = create_task_vector_envs(env_cfg, [task], batch_size, batch_size > 1, render)
     vec = envs[task.group][task.task_id]
     space = vec.action_space
     space.seed(0)
@@ -186,8 +187,7 @@ def compose(overrides: list[str]) -> DictConfig:
 def run(overrides: list[str]) -> Recommendation:
     import torch
 
-    from lerobot_hydra.config import available_cpus, validate
-    from lerobot_hydra.evaluation import instantiate_node
+    from lerobot_hydra.config import available_cpus, instantiate_node, validate
     from lerobot_hydra.gl import configure_mujoco_gl, nvidia_gpu_visible, resolve_device
     from lerobot_hydra.validation import require_tasks
 

@@ -156,3 +156,17 @@ def _valid_device(device: str) -> bool:
     if device in ("auto", "cpu", "cuda", "mps"):
         return True
     return device.startswith("cuda:") and device[5:].isdigit()
+
+
+def instantiate_node(node: DictConfig) -> Any:
+    """The object a `_target_` node names; a UserError raised while building it reaches the user as it is."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    try:
+        return instantiate(node, _convert_="all")
+    except InstantiationException as err:
+        cause = err.__cause__
+        if isinstance(cause, UserError):
+            raise cause from None
+        raise

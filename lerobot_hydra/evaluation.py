@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from lerobot_hydra.config import EvalConfig
+from lerobot_hydra.config import EvalConfig, instantiate_node
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec, unique_tasks
 from lerobot_hydra.envs.vector import prestart_workers, stop_worker_servers
 from lerobot_hydra.errors import UserError
@@ -35,19 +35,6 @@ log = logging.getLogger("lerobot_hydra")
 # resumed with another batch size or on another machine.
 OUTCOME_NEUTRAL_POLICY_KEYS = {"device"}
 OUTCOME_NEUTRAL_ENV_KEYS = {"compute_all_observations"}
-
-
-def instantiate_node(node: DictConfig) -> Any:
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-
-    try:
-        return instantiate(node, _convert_="all")
-    except InstantiationException as err:
-        cause = err.__cause__
-        if isinstance(cause, UserError):
-            raise cause from None
-        raise
 
 
 def run_identity(cfg: DictConfig, eval_cfg: EvalConfig, checkpoint: dict[str, Any] | None = None) -> dict[str, Any]:

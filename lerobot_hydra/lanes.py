@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import cast
 
 from lerobot_hydra.envs.base import EnvConfig
-from lerobot_hydra.envs.vector import TaskVectorEnv, close_task_vector_envs
+from lerobot_hydra.envs.vector import TaskVectorEnv, close_task_vector_envs, create_task_vector_envs
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.processors.pipeline import Pipeline
 from lerobot_hydra.progress import Progress
@@ -58,7 +58,7 @@ def evaluate(
             on_record(record)
 
     def start_lane(lane_work: list[TaskWork]) -> list[TaskVectorEnv]:
-        envs = env_cfg.create_envs(n_envs, use_async, tasks=[w.task for w in lane_work], render=render)
+        envs = create_task_vector_envs(env_cfg, [w.task for w in lane_work], n_envs, use_async, render)
         opened.append(envs)
         vecs = [envs[w.task.group][w.task.task_id] for w in lane_work]
         for slot in range(min(vecs[0].num_envs, len(lane_work[0].episodes))):

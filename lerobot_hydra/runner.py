@@ -24,12 +24,8 @@ import numpy as np
 
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.envs.build_errors import env_label
-from lerobot_hydra.envs.vector import (
-    EPISODES_KEY,
-    INIT_STATE_KEY,
-    RESET_MASK_KEY,
-    TaskVectorEnv,
-)
+from lerobot_hydra.envs.protocol import EPISODES_KEY, INIT_STATE_KEY, RESET_MASK_KEY
+from lerobot_hydra.envs.vector import TaskVectorEnv
 from lerobot_hydra.errors import UserError
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.processors.observation import RAW_KEY

@@ -51,7 +51,7 @@ class SweepEntry:
 
 
 class Combination(Protocol):
-    """A merge's combination (merge.Combination): the shards of one configuration and split."""
+    """A merge's combination (merge_checks.Combination): the shards of one configuration and split."""
 
     name: str
     label: str

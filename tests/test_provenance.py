@@ -20,10 +20,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from lerobot_hydra.callbacks import MergeShards
-from lerobot_hydra.config import validate
+from lerobot_hydra.config import instantiate_node, validate
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.errors import UserError
-from lerobot_hydra.evaluation import evaluate_config, instantiate_node
+from lerobot_hydra.evaluation import evaluate_config
 from lerobot_hydra.merge import merge_sweep
 from lerobot_hydra.records import EpisodeRecord, read_jsonl
 from lerobot_hydra.sharding import TaskBlock, shard_plan

@@ -104,14 +104,6 @@ class EnvConfig:
         steps = {**self.processors, **(overrides or {})}
         return Pipeline(steps.get("pre", [])), Pipeline(steps.get("post", []))
 
-    def create_envs(
-        self, n_envs: int, use_async: bool, tasks: list[TaskSpec] | None = None, render: bool = False
-    ) -> dict[str, dict[int, gym.vector.VectorEnv]]:
-        """{group: {task_id: VectorEnv}}. Workers are shared by tasks with the same spaces and start on first use."""
-        from lerobot_hydra.envs.vector import create_task_vector_envs
-
-        return create_task_vector_envs(self, tasks if tasks is not None else self.tasks(), n_envs, use_async, render)
-
 
 def split_names(value: str | list[str] | tuple[str, ...], key: str = "") -> list[str]:
     """'a,b, c' or a list -> ['a', 'b', 'c']; a name given twice is kept once, in its first place (one log line

@@ -23,8 +23,8 @@ from gymnasium.vector.utils import (
     write_to_shared_memory,
 )
 
+from lerobot_hydra.envs.protocol import RESET_MASK_KEY
 from lerobot_hydra.envs.shared_memory import lock_free_shared_memory
-from lerobot_hydra.envs.vector import RESET_MASK_KEY
 from lerobot_hydra.envs.worker_signals import OPEN_WORKERS, ignore_job_signals
 from lerobot_hydra.errors import worker_error, worker_failure
 

@@ -26,13 +26,7 @@ import numpy as np
 
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.envs.build_errors import make_env
-
-# Per-slot options passed through `VectorEnv.reset(options=...)`: entry i is `(episode_index, seed)` or None.
-EPISODES_KEY = "episodes"
-# Reset info key of the benchmark's initial-state id for the episode (-1: the benchmark has none).
-INIT_STATE_KEY = "init_state_id"
-# Reset option: which sub-envs to reset (the others keep running untouched); absent: all of them.
-RESET_MASK_KEY = "reset_mask"
+from lerobot_hydra.envs.protocol import EPISODES_KEY, INIT_STATE_KEY
 
 
 def release_memory() -> None:

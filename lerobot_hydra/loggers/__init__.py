@@ -59,8 +59,7 @@ def build_logger(node: Any) -> ExperimentLogger | None:
         return None
     from omegaconf import DictConfig, OmegaConf
 
-    from lerobot_hydra.config import validate_node
-    from lerobot_hydra.evaluation import instantiate_node
+    from lerobot_hydra.config import instantiate_node, validate_node
 
     if not isinstance(node, DictConfig):
         node = OmegaConf.create(dict(node))
