@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from lerobot_hydra.errors import UserError
 from lerobot_hydra.evaluation import instantiate_node
 from tests.conftest import outcome, read_episodes, run_eval
 from tests.lerobot_checkpoints import PUSHT_ACTION, PUSHT_PIXELS, tiny_act, tiny_diffusion, tiny_smolvla
+from tests.lerobot_cli import run_lerobot_eval
 
 pytest.importorskip("lerobot")
 pytestmark = [pytest.mark.lerobot, pytest.mark.usefixtures("one_torch_thread")]
@@ -127,25 +127,19 @@ def test_act_on_pusht_matches_lerobot_eval_episode_by_episode(checkpoints: dict[
         out_dir=ours,
         env=ONE_THREAD,
     )
-    lerobot_eval = [
-        *(
-            [shutil.which("lerobot-eval")]
-            if shutil.which("lerobot-eval")
-            else [sys.executable, "-m", "lerobot.scripts.lerobot_eval"]
-        ),
+    their_rewards = run_lerobot_eval(
         f"--policy.path={checkpoint}",
         "--policy.device=cpu",
         "--env.type=pusht",
         f"--env.episode_length={steps}",
         *(f"--{c}" for c in common),
+        "--eval.use_async_envs=false",  # 0.6's default async workers do not import gym_pusht's registration
         "--seed=1000",
-        f"--output_dir={theirs}",
-    ]
-    proc = subprocess.run(lerobot_eval, capture_output=True, text=True, timeout=600, env={**os.environ, **ONE_THREAD})
-    assert proc.returncode == 0, proc.stderr[-3000:]
+        output_dir=theirs,
+        env=ONE_THREAD,
+    )
     records = sorted(read_episodes(ours), key=lambda r: r["episode_index"])
     assert_every_episode_recorded(ours, ["PushT-v0"], episodes, steps)
-    their_rewards = json.loads((theirs / "eval_info.json").read_text())["per_task"][0]["metrics"]["sum_rewards"]
     assert [r["sum_reward"] for r in records] == pytest.approx(their_rewards, rel=1e-6, abs=1e-9)
     # The actions mattered: in some episode the agent moved the block (its reward was not constant).
     assert any(r["sum_reward"] < r["max_reward"] * r["steps"] - 1e-6 for r in records)

@@ -34,13 +34,24 @@ from lerobot_hydra.policies.lerobot_noise import DETERMINISTIC_FAMILIES, noise_h
 from lerobot_hydra.policies.lerobot_perrow import PER_ROW_FAMILIES, PerRowLeRobotPolicy
 from lerobot_hydra.policies.lerobot_rowwise import RowwisePolicy
 from lerobot_hydra.policies.lerobot_runtime import LeRobotPolicy
+from lerobot_hydra.policies.lerobot_versions import first_line, parse_policy_config
 from lerobot_hydra.validation import check_device
 
 log = logging.getLogger("lerobot_hydra")
 
 
 # Set by the loader itself; an override of these would be ignored or break the checkpoint.
-RESERVED_OVERRIDES = {"device", "use_amp", "pretrained_path", "input_features", "output_features", "type"}
+RESERVED_OVERRIDES = {
+    "device",
+    "use_amp",
+    "pretrained_path",
+    "pretrained_revision",
+    "input_features",
+    "output_features",
+    "type",
+}
+# The policy keys that set some of them.
+OVERRIDE_KEYS = {"device": "device", "use_amp": "use_amp", "pretrained_revision": "revision"}
 # Construction-time downloads that the checkpoint's own weights replace anyway: ImageNet backbones (ACT,
 # diffusion) and the VLM's original weights (SmolVLA). Skipping them saves time and works offline.
 SUPERSEDED_BY_CHECKPOINT = {"pretrained_backbone_weights": None, "load_vlm_weights": False}
@@ -140,21 +151,13 @@ class LeRobotPolicyConfig(PolicyConfig):
 
     def policy_config(self, checkpoint: Checkpoint, device: str) -> Any:
         """The checkpoint's config.json as LeRobot's config class, with the evaluation's changes applied."""
-        import lerobot.policies  # noqa: F401  registers every policy config class
-        from lerobot.configs.policies import PreTrainedConfig
-
-        try:
-            config = PreTrainedConfig.from_pretrained(checkpoint.directory)
-        except Exception as err:  # noqa: BLE001 - draccus raises many types; all mean the same to the user
-            raise UserError(
-                f"config.json of '{checkpoint.name}' does not parse with lerobot {_lerobot_version()}: "
-                f"{_first_line(err)}"
-            ) from err
+        config = parse_policy_config(checkpoint)
         fields = {f.name for f in dataclasses.fields(config)}
         overrides = self.overrides or {}
         for key in overrides:
             if key in RESERVED_OVERRIDES:
-                fix = f"use policy.{key}" if key in ("device", "use_amp") else "remove it (the checkpoint defines it)"
+                fix = "remove it (the checkpoint defines it)"
+                fix = f"use policy.{OVERRIDE_KEYS[key]}" if key in OVERRIDE_KEYS else fix
                 raise UserError(f"policy.overrides.{key} is set by the loader; {fix}")
             if key not in fields:
                 valid = sorted(fields - RESERVED_OVERRIDES)
@@ -168,6 +171,8 @@ class LeRobotPolicyConfig(PolicyConfig):
             for key, value in overrides.items()
         }
         superseded = {k: v for k, v in SUPERSEDED_BY_CHECKPOINT.items() if k in fields}
+        if "pretrained_revision" in fields:  # LeRobot >= 0.6 records the Hub pin in the config
+            superseded["pretrained_revision"] = self.revision
         try:
             return dataclasses.replace(
                 config,
@@ -177,7 +182,7 @@ class LeRobotPolicyConfig(PolicyConfig):
                 pretrained_path=checkpoint.directory,
             )
         except (ValueError, TypeError, NotImplementedError) as err:
-            raise UserError(f"policy.overrides rejected by the {config.type} config: {_first_line(err)}") from err
+            raise UserError(f"policy.overrides rejected by the {config.type} config: {first_line(err)}") from err
 
 
 def load_processors(checkpoint: Checkpoint, config: Any, device: str) -> tuple[Any, Any]:
@@ -200,11 +205,11 @@ def load_processors(checkpoint: Checkpoint, config: Any, device: str) -> tuple[A
         )
     except OSError as err:
         raise UserError(
-            f"cannot load the processors of '{checkpoint.name}': {_first_line(err)}; if it names a tokenizer, "
+            f"cannot load the processors of '{checkpoint.name}': {first_line(err)}; if it names a tokenizer, "
             "make it reachable or cached (huggingface-cli download <tokenizer repo>)"
         ) from err
     except (ValueError, KeyError, ImportError, TypeError) as err:
-        raise UserError(f"cannot load the processors of '{checkpoint.name}': {_first_line(err)}") from err
+        raise UserError(f"cannot load the processors of '{checkpoint.name}': {first_line(err)}") from err
 
 
 def load_weights(checkpoint: Checkpoint, config: Any) -> Any:
@@ -214,17 +219,6 @@ def load_weights(checkpoint: Checkpoint, config: Any) -> Any:
     try:
         policy = policy_class.from_pretrained(str(checkpoint.directory), config=config)
     except OSError as err:
-        raise UserError(f"cannot build the {config.type} policy of '{checkpoint.name}': {_first_line(err)}") from err
+        raise UserError(f"cannot build the {config.type} policy of '{checkpoint.name}': {first_line(err)}") from err
     policy.eval()
     return policy
-
-
-def _lerobot_version() -> str:
-    from importlib.metadata import version
-
-    return version("lerobot")
-
-
-def _first_line(err: BaseException) -> str:
-    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
-    return lines[0] if lines else type(err).__name__
