@@ -196,7 +196,9 @@ def check_processor_steps(checkpoint: Checkpoint, filename: str) -> None:
 
 def auxiliary_repos(checkpoint: Checkpoint, policy_config: Any) -> list[str]:
     """Hub repos the checkpoint needs besides itself: the VLM backbone config and the tokenizer."""
+    # SmolVLA's vlm_model_name; pi0-FAST's text/action tokenizer names; X-VLA's tokenizer_name.
     names = [getattr(policy_config, "vlm_model_name", None)]
+    names += [v for k, v in sorted(vars(policy_config).items()) if k.endswith("tokenizer_name")]
     for filename in (PREPROCESSOR_FILE, POSTPROCESSOR_FILE):
         for step in read_json(checkpoint.directory / filename).get("steps", []):
             names.append((step.get("config") or {}).get("tokenizer_name"))
