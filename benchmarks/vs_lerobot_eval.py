@@ -19,7 +19,6 @@ import argparse
 import json
 import math
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,8 +34,9 @@ SEED = 1000
 
 
 def lerobot_eval_command(checkpoint: Path, out: Path, args: argparse.Namespace) -> list[str]:
-    executable = shutil.which("lerobot-eval")
-    base = [executable] if executable else [sys.executable, "-m", "lerobot.scripts.lerobot_eval"]
+    # The lerobot-eval of this interpreter: LeRobot 0.6.x on Python 3.12, 0.4.4 on 3.11 (same torch as eval.py).
+    executable = Path(sys.executable).parent / "lerobot-eval"
+    base = [str(executable)] if executable.exists() else [sys.executable, "-m", "lerobot.scripts.lerobot_eval"]
     return [
         *base,
         f"--policy.path={checkpoint}",
