@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lerobot_hydra.policies.lerobot_versions import lerobot_version
 from tests.conftest import read_episodes, run_eval
 from tests.lerobot_checkpoints import METAWORLD_ACTION, tiny_act
 from tests.lerobot_cli import run_lerobot_eval
@@ -22,6 +23,8 @@ METAWORLD_PIXELS = {"observation.image": ("VISUAL", (3, 480, 480)), "observation
 
 @pytest.mark.timeout(2400)
 def test_act_on_metaworld_matches_lerobot_eval_episode_by_episode(tmp_path: Path) -> None:
+    if int(lerobot_version().split(".")[1]) < 6:
+        pytest.skip("lerobot-eval 0.4.4 does not seed MetaWorld episodes (MetaWorld 3 ignores reset(seed=...))")
     # lerobot-eval runs MetaWorld episodes to MetaWorld's 500 steps whatever --env.episode_length says, and so do
     # we by default (env.episode_length=null). Wide action noise: the arm moves and the rewards differ by episode.
     # 100-step chunks: 5 inferences of the ResNet on 480x480 images per episode.
