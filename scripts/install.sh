@@ -31,4 +31,6 @@ else
   echo "apt-get not found: install OSMesa/EGL (and SLURM + munge for the slurm extra) with your package manager" >&2
 fi
 
+# egl_probe's CMakeLists predates CMake 3.5; LeRobot 0.6 installs CMake 4, which refuses it without this.
+export CMAKE_POLICY_VERSION_MINIMUM=3.5
 "${PYTHON:-python}" -m pip install -q -e ".${extras:+[$extras]}"
