@@ -127,3 +127,24 @@ def test_results_writers_refuse_nan_and_infinity(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="not JSON compliant"):
             write_json_atomic(tmp_path / "eval_info.json", {"pc_success": value})
     assert not (tmp_path / "eval_info.json").exists()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["+env.features_map.pixles=observation.image"],
+        ["env=libero", "policy=random", "+env.features_map.agentveiw=observation.images.top"],
+        ["env=gym", "policy=random", "+env.features_map.nosuch=observation.x"],
+    ],
+)
+def test_a_features_map_key_the_env_never_produces_is_refused(compose: Any, overrides: list[str]) -> None:
+    key = overrides[-1].split("=")[0].rsplit(".", 1)[1]
+    with pytest.raises(UserError, match=rf"env.features_map.{key}: the env has no raw observation '{key}'"):
+        env_cfg = instantiate_node(compose(*overrides).env)
+        env_cfg.tasks()
+
+
+def test_gym_features_map_keys_follow_the_ids_observation(compose: Any) -> None:
+    env_cfg = instantiate_node(compose("env=gym", "policy=random").env)
+    assert "observation" in env_cfg.raw_observation_keys()
+    env_cfg.tasks()  # the generic default keys are accepted for an id that has none of them

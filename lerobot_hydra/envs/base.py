@@ -9,6 +9,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lerobot_hydra.errors import UserError, did_you_mean
+
 if TYPE_CHECKING:
     import gymnasium as gym
 
@@ -72,6 +74,23 @@ class EnvConfig:
         report success as `info["is_success"]`. It also provides `render()` (an RGB frame) and `close()`.
         """
         raise NotImplementedError
+
+    def raw_observation_keys(self) -> Iterable[str]:
+        """Every raw observation key this benchmark can produce under any of its settings: the keys that
+        `features_map` may name. Empty: the benchmark does not say (its features_map is not checked)."""
+        return ()
+
+    def check_features_map(self) -> None:
+        """A features_map key the env never produces would be ignored silently: refuse it."""
+        known = sorted(self.raw_observation_keys())
+        if not known:
+            return
+        for key in self.features_map:
+            if key not in known:
+                raise UserError(
+                    f"env.features_map.{key}: the env has no raw observation '{key}'{did_you_mean(key, known)}; "
+                    f"features_map maps one of: {', '.join(known)}"
+                )
 
     def observing(self, reads: set[str] | None) -> EnvConfig:
         """This config computing only the observations in `reads` (LeRobot keys, as the `pre` processors name

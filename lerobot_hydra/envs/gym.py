@@ -12,6 +12,8 @@ from lerobot_hydra.errors import UserError
 
 DEFAULT_EPISODE_LENGTH = 1000
 DEFAULT_SUCCESS_KEY = "is_success"
+# Raw keys conf/env/gym.yaml maps for any id (LeRobot's gym env conventions); an id has some of them or none.
+GENERIC_RAW_KEYS = ("agent_pos", "environment_state", "pixels", "observation")
 
 
 @dataclass
@@ -67,7 +69,13 @@ class GymEnvConfig(EnvConfig):
         finally:
             env.close()
 
+    def raw_observation_keys(self) -> list[str]:
+        """The keys of this id's observation (nested ones joined with '/'; a plain array is `observation`), plus
+        the generic keys every gym config maps by default, whichever of them this id has."""
+        return sorted({*GENERIC_RAW_KEYS, *_raw_keys(self._spec[1])})
+
     def tasks(self) -> list[TaskSpec]:
+        self.check_features_map()
         name = self.gym_id.split("/")[-1]
         group = self.group or name.rsplit("-v", 1)[0]
         description = str(self.task) if self.task else self.gym_id
@@ -94,6 +102,14 @@ class GymEnvConfig(EnvConfig):
         state = dict(self.__dict__)
         state.pop("_spec", None)
         return state
+
+
+def _raw_keys(space: Any, prefix: str = "") -> list[str]:
+    from gymnasium import spaces
+
+    if not isinstance(space, spaces.Dict):
+        return [prefix.rstrip("/") or "observation"]
+    return [key for name, sub in space.spaces.items() for key in _raw_keys(sub, f"{prefix}{name}/")]
 
 
 def make_with_kwargs(gym_id: str, gym_kwargs: dict[str, Any], **options: Any) -> Any:

@@ -106,11 +106,15 @@ class LiberoEnvConfig(EnvConfig):
                     f"env.camera_names: '{camera}' is not a camera of every LIBERO scene"
                     f"{did_you_mean(camera, list(CAMERAS))}; valid cameras: {', '.join(CAMERAS)}"
                 )
+        self.check_features_map()
         for camera in self.cameras:
             if camera not in self.features_map:
                 raise UserError(
                     f"camera '{camera}' has no LeRobot key; add +env.features_map.{camera}=observation.images.<name>"
                 )
+
+    def raw_observation_keys(self) -> tuple[str, ...]:
+        return (*CAMERAS, "state")
 
     def tasks(self) -> list[TaskSpec]:
         from lerobot_hydra.envs.libero_setup import prepare_libero

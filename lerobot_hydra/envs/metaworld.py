@@ -111,6 +111,10 @@ class MetaWorldEnvConfig(EnvConfig):
         if self.episode_length is not None and not 1 <= self.episode_length <= MAX_PATH_LENGTH:
             raise UserError(f"env.episode_length must be between 1 and {MAX_PATH_LENGTH} for MetaWorld")
         check_camera(self.camera_name)
+        self.check_features_map()
+
+    def raw_observation_keys(self) -> tuple[str, ...]:
+        return ("agent_pos", "environment_state", "pixels")
 
     def tasks(self) -> list[TaskSpec]:
         descriptions = task_catalog()["descriptions"]
