@@ -15,7 +15,7 @@ if [[ ",$extras," == *",all,"* || ",$extras," == *",slurm,"* ]]; then
 fi
 if [[ ",$extras," == *",test,"* ]]; then
   # The report page's test opens report.html in a real headless browser (Debian's build plays H.264 videos).
-  apt_packages+=(chromium)
+  apt_packages+=(chromium fonts-dejavu-core)
 fi
 if [[ ",$extras," == *",all,"* || ",$extras," == *",libero,"* ]]; then
   # LIBERO's egl_probe and hf-egl-probe (via robomimic, hf-libero) ship only sources: built with CMake and g++.
