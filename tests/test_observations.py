@@ -104,7 +104,7 @@ def test_libero_renders_only_the_camera_the_checkpoint_reads(
 ) -> None:
     from robosuite.utils.binding_utils import MjSim
 
-    from lerobot_hydra.policies.lerobot_runtime import LeRobotPolicy
+    from lerobot_hydra.policies.lerobot_perrow import PerRowLeRobotPolicy as Runtime  # ACT's runtime (per-row)
 
     renders = Counter[str]()
     render = MjSim.render
@@ -114,16 +114,16 @@ def test_libero_renders_only_the_camera_the_checkpoint_reads(
         return render(self, *args, camera_name=camera_name, **kwargs)
 
     seen: list[tuple[dict[str, np.ndarray], np.ndarray]] = []
-    select = LeRobotPolicy.select_action
+    select = Runtime.select_action
 
-    def recorded(self: LeRobotPolicy, batch: dict[str, Any]) -> Any:
+    def recorded(self: Runtime, batch: dict[str, Any]) -> Any:
         action = select(self, batch)
         read = {k: np.array(v) for k, v in batch.items() if k in ("observation.images.image", "observation.state")}
         seen.append((read, np.array(action.detach() if hasattr(action, "detach") else action)))
         return action
 
     monkeypatch.setattr(MjSim, "render", counted)
-    monkeypatch.setattr(LeRobotPolicy, "select_action", recorded)
+    monkeypatch.setattr(Runtime, "select_action", recorded)
     run = (
         "env=libero",
         "policy=act",
