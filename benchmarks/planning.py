@@ -21,11 +21,11 @@ from common import ROOT
 
 sys.path.insert(0, str(ROOT))
 
+from lerobot_hydra.app.evaluation import plan_work  # noqa: E402
+from lerobot_hydra.core.records import EpisodeRecord  # noqa: E402
 from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig  # noqa: E402
-from lerobot_hydra.evaluation import plan_work  # noqa: E402
-from lerobot_hydra.records import EpisodeRecord  # noqa: E402
-from lerobot_hydra.sharding import shard_plan  # noqa: E402
-from lerobot_hydra.store import RunStore  # noqa: E402
+from lerobot_hydra.rollout.plan import shard_plan  # noqa: E402
+from lerobot_hydra.sinks.store import RunStore  # noqa: E402
 
 TASKS = MetaWorldEnvConfig(task="all").tasks()
 RECORDED = 1_000

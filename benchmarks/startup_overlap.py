@@ -29,13 +29,13 @@ LIBERO_TINY_ACT = {
 SNIPPET = """
 import functools, json, sys
 sys.path.insert(0, {root!r})
-from lerobot_hydra.autotune import compose
-from lerobot_hydra.envs.vector import prestart_workers
-from lerobot_hydra.evaluation import instantiate_node
-from lerobot_hydra.gl import configure_mujoco_gl
-from lerobot_hydra.progress import Progress
-from lerobot_hydra.lanes import evaluate
-from lerobot_hydra.runner import TaskWork
+from lerobot_hydra.app.autotune import compose
+from lerobot_hydra.vector.task_envs import prestart_workers
+from lerobot_hydra.app.evaluation import instantiate_node
+from lerobot_hydra.core.gl import configure_mujoco_gl
+from lerobot_hydra.rollout.progress import Progress
+from lerobot_hydra.rollout.lanes import evaluate
+from lerobot_hydra.rollout.runner import TaskWork
 
 if __name__ == "__main__":
     configure_mujoco_gl()

@@ -23,12 +23,12 @@ from common import ROOT, verdict
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
-from lerobot_hydra.autotune import compose  # noqa: E402
-from lerobot_hydra.envs.slot_vector import SlotVectorEnv  # noqa: E402
-from lerobot_hydra.evaluation import instantiate_node  # noqa: E402
-from lerobot_hydra.lanes import evaluate  # noqa: E402
-from lerobot_hydra.progress import Progress  # noqa: E402
-from lerobot_hydra.runner import TaskWork  # noqa: E402
+from lerobot_hydra.app.autotune import compose  # noqa: E402
+from lerobot_hydra.app.evaluation import instantiate_node  # noqa: E402
+from lerobot_hydra.rollout.lanes import evaluate  # noqa: E402
+from lerobot_hydra.rollout.progress import Progress  # noqa: E402
+from lerobot_hydra.rollout.runner import TaskWork  # noqa: E402
+from lerobot_hydra.vector.slot_vector import SlotVectorEnv  # noqa: E402
 
 OVERRIDES = [
     "env=libero",

@@ -28,11 +28,11 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig  # noqa: E402
-from lerobot_hydra.lanes import evaluate  # noqa: E402
 from lerobot_hydra.policies.random import RandomPolicy  # noqa: E402
-from lerobot_hydra.progress import Progress  # noqa: E402
-from lerobot_hydra.runner import TaskWork  # noqa: E402
-from lerobot_hydra.video import EpisodeVideo, VideoRecorder  # noqa: E402
+from lerobot_hydra.rollout.lanes import evaluate  # noqa: E402
+from lerobot_hydra.rollout.progress import Progress  # noqa: E402
+from lerobot_hydra.rollout.runner import TaskWork  # noqa: E402
+from lerobot_hydra.sinks.video import EpisodeVideo, VideoRecorder  # noqa: E402
 
 EPISODES, LENGTH = 4, 40
 ACCELERATOR_INFERENCE_S = 0.04

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CONF = ROOT / "conf"
+CONF = ROOT / "lerobot_hydra" / "conf"
 
 # Rendering on CPU everywhere in tests; tests never use a GPU.
 os.environ.setdefault("MUJOCO_GL", "osmesa")
@@ -89,13 +89,13 @@ def one_torch_thread() -> Iterator[None]:
 def compose() -> Iterator[Any]:
     """Compose the real config tree with overrides (no app run)."""
     from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    import lerobot_hydra.main  # noqa: F401  registers schemas and the project-root resolver
+    import lerobot_hydra.app.main  # noqa: F401  registers the schemas and resolvers
 
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+    with initialize_config_module(config_module="lerobot_hydra.conf", version_base="1.3"):
         yield lambda *overrides, **kw: hydra_compose(config_name="config", overrides=list(overrides), **kw)
     GlobalHydra.instance().clear()
 
@@ -104,16 +104,16 @@ def evaluate_here(out_dir: Path, *overrides: str, label: str = "") -> dict[str, 
     """A real evaluation in this process, without Hydra's app or a subprocess: compose the config tree with
     `overrides`, validate it and evaluate into `out_dir` (`label`: the combination label a sweep job would have)."""
     from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    import lerobot_hydra.main  # noqa: F401  registers schemas and the project-root resolver
-    from lerobot_hydra.config import validate
-    from lerobot_hydra.evaluation import evaluate_config
+    import lerobot_hydra.app.main  # noqa: F401  registers the schemas and resolvers
+    from lerobot_hydra.app.evaluation import evaluate_config
+    from lerobot_hydra.config.schema import validate
 
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        with initialize_config_module(config_module="lerobot_hydra.conf", version_base="1.3"):
             cfg = hydra_compose(config_name="config", overrides=list(overrides))
             return evaluate_config(cfg, validate(cfg), out_dir, label)
     finally:

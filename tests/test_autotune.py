@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from lerobot_hydra import autotune
-from lerobot_hydra.autotune import Probe, candidate_batch_sizes, recommend
+from lerobot_hydra.app import autotune
+from lerobot_hydra.app.autotune import Probe, candidate_batch_sizes, recommend
 from tests.conftest import ROOT
 
 
@@ -35,7 +35,7 @@ def test_batch_candidates_respect_cpus_and_episode_count() -> None:
 
 def test_autotune_probes_metaworld_and_prints_a_paste_ready_command() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "lerobot_hydra.autotune", "env.task=[reach-v3,push-v3]", "eval.n_episodes=4"],
+        [sys.executable, "-m", "lerobot_hydra.app.autotune", "env.task=[reach-v3,push-v3]", "eval.n_episodes=4"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -52,7 +52,7 @@ def test_autotune_probes_metaworld_and_prints_a_paste_ready_command() -> None:
 
 def test_autotune_reports_bad_overrides_in_one_line() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "lerobot_hydra.autotune", "env=nope"],
+        [sys.executable, "-m", "lerobot_hydra.app.autotune", "env=nope"],
         cwd=ROOT,
         capture_output=True,
         text=True,

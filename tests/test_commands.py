@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from lerobot_hydra.commands import hydra_override, shell_command
+from lerobot_hydra.core.commands import hydra_override, shell_command
 from tests.conftest import ROOT, read_json, run_eval
 
 TRICKY = [

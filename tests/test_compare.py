@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from scipy.stats import binomtest, fisher_exact
 
-from lerobot_hydra.compare import compare_dirs
-from lerobot_hydra.compare import main as compare_main
-from lerobot_hydra.merge import main as merge_main
-from lerobot_hydra.merge import merge_sweep
-from lerobot_hydra.sharding import split_label
-from lerobot_hydra.stats import wilson_interval
+from lerobot_hydra.core.labels import split_label
+from lerobot_hydra.results.stats import wilson_interval
+from lerobot_hydra.sweep.compare import compare_dirs
+from lerobot_hydra.sweep.compare import main as compare_main
+from lerobot_hydra.sweep.merge import main as merge_main
+from lerobot_hydra.sweep.merge import merge_sweep
 from tests.browser import dump_dom
 from tests.conftest import ROOT, evaluate_here, read_episodes, read_json, run_eval
 
@@ -154,7 +154,14 @@ def test_compare_cli_refuses_to_pair_other_seeds_and_compares_them_unpaired(
     runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "lerobot_hydra.compare", str(runs["expert"]), str(runs["expert_2000"]), "--paired"],
+        [
+            sys.executable,
+            "-m",
+            "lerobot_hydra.sweep.compare",
+            str(runs["expert"]),
+            str(runs["expert_2000"]),
+            "--paired",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -213,8 +220,8 @@ def test_seeds_merge_into_per_seed_rates_their_spread_and_a_pooled_rate(tmp_path
 def test_the_sweeps_wandb_run_logs_the_comparisons_and_the_multi_seed_pools(tmp_path: Path) -> None:
     import wandb
 
-    from lerobot_hydra.reporting import publish_sweep
-    from lerobot_hydra.summary import sweep_summary
+    from lerobot_hydra.sinks.publish import publish_sweep
+    from lerobot_hydra.sweep.summary import sweep_summary
     from tests.test_stats import entry
     from tests.test_wandb import logged, offline_runs
 
@@ -224,7 +231,7 @@ def test_the_sweeps_wandb_run_logs_the_comparisons_and_the_multi_seed_pools(tmp_
         for s in (1000, 2000)
     ]
     summary = sweep_summary(entries, tmp_path, "policy=a")
-    config = {"logger": {"_target_": "lerobot_hydra.loggers.wandb_logger.WandbLoggerConfig", "mode": "offline"}}
+    config = {"logger": {"_target_": "lerobot_hydra.sinks.wandb.WandbLoggerConfig", "mode": "offline"}}
     publish_sweep([(e.name, e.info) for e in entries], tmp_path, summary, config)
     wandb.teardown()  # an offline run's file is written in the background: flush it before reading it back
     (run,) = offline_runs(tmp_path)
@@ -275,8 +282,8 @@ def test_compare_cli_refuses_a_json_target_it_cannot_write_before_comparing(
 def test_a_baseline_must_pick_one_configuration_of_the_swept_values(
     spec: str, sweep: dict[str, list[str]], refusal: str
 ) -> None:
-    from lerobot_hydra.baseline import check_baseline
-    from lerobot_hydra.errors import UserError
+    from lerobot_hydra.core.errors import UserError
+    from lerobot_hydra.sweep.baseline import check_baseline
 
     with pytest.raises(UserError, match="^hydra.callbacks.merge_shards.baseline=") as err:
         check_baseline(spec, sweep)
@@ -285,7 +292,7 @@ def test_a_baseline_must_pick_one_configuration_of_the_swept_values(
 
 
 def test_a_baseline_in_a_policy_by_seed_sweep_is_a_policy() -> None:
-    from lerobot_hydra.baseline import check_baseline
+    from lerobot_hydra.sweep.baseline import check_baseline
 
     sweep = {"policy": ["a", "random"], "seed": ["1000", "2000"], "eval.shard_id": ["0", "1"], "env.task": ["[x]"]}
     check_baseline("policy=random", sweep)

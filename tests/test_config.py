@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from lerobot_hydra.config import validate
-from lerobot_hydra.errors import UserError
+from lerobot_hydra.config.schema import validate
+from lerobot_hydra.core.errors import UserError
 from tests.conftest import CONF, run_eval
 
 GROUPS = ["env", "policy", "eval", "logger"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lerobot_hydra.errors import UserError
+from lerobot_hydra.core.errors import UserError
 from tests.conftest import read_episodes, run_eval
 from tests.counting_env import CountingEnvConfig
 

@@ -15,7 +15,7 @@ def saved_files(run_dir: Path) -> dict[str, str]:
 
 
 def test_a_refused_run_leaves_the_saved_overrides_and_the_job_log_alone(tmp_path: Path) -> None:
-    from lerobot_hydra.shard_file import rerun_in_place
+    from lerobot_hydra.sinks.shard_file import rerun_in_place
 
     run_dir = tmp_path / "run"
     run_eval("env.task=[reach-v3]", *SMALL, out_dir=run_dir)

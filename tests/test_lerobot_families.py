@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lerobot_hydra.errors import UserError
+from lerobot_hydra.core.errors import UserError
 from tests.lerobot_checkpoints import METAWORLD_ACTION, METAWORLD_STATE, PUSHT_ACTION, PUSHT_PIXELS, save_checkpoint
 from tests.test_lerobot_policies import build, first_batch
 
@@ -49,8 +49,8 @@ def test_a_family_without_a_yaml_loads_through_lerobots_factory_and_acts(
 
 @pytest.mark.parametrize("name", ["pi0_fast", "xvla"])
 def test_new_family_yamls_compose_to_the_loader_with_their_hub_checkpoint(compose: Callable, name: str) -> None:
-    from lerobot_hydra.config import validate
-    from lerobot_hydra.evaluation import instantiate_node
+    from lerobot_hydra.app.evaluation import instantiate_node
+    from lerobot_hydra.config.schema import validate
 
     cfg = compose(f"policy={name}", "device=cpu")
     validate(cfg)

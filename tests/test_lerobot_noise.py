@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lerobot_hydra.evaluation import evaluate_config, instantiate_node
+from lerobot_hydra.app.evaluation import evaluate_config, instantiate_node
 from tests.conftest import outcome, read_episodes
 from tests.lerobot_checkpoints import METAWORLD_ACTION, METAWORLD_STATE, tiny_diffusion, tiny_smolvla
 
@@ -42,7 +42,7 @@ def policies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
 
 def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
     """eval.py's run, in this process: plan, shard, resume from out_dir's records, evaluate, write."""
-    from lerobot_hydra.config import validate
+    from lerobot_hydra.config.schema import validate
 
     cfg = compose(*overrides, "device=cpu", "eval.max_episodes_rendered=0")
     evaluate_config(cfg, validate(cfg), out_dir, "")
@@ -93,11 +93,11 @@ def test_a_family_without_noise_hooks_runs_row_by_row_with_the_same_noise(
 ) -> None:
     """The fallback for families without per-row hooks: rows one at a time, each with torch's global generators
     set to its own state. Diffusion through it draws the same numbers as through its hooks, so the episodes agree."""
-    from lerobot_hydra.lanes import evaluate
     from lerobot_hydra.policies.lerobot_rowwise import RowwisePolicy
     from lerobot_hydra.policies.lerobot_runtime import LeRobotPolicy
-    from lerobot_hydra.progress import Progress
-    from lerobot_hydra.runner import TaskWork
+    from lerobot_hydra.rollout.lanes import evaluate
+    from lerobot_hydra.rollout.progress import Progress
+    from lerobot_hydra.rollout.runner import TaskWork
 
     env, hooked = build(compose, *policies["diffusion"], *TASK)
     assert isinstance(hooked, LeRobotPolicy) and hooked.noise is not None
@@ -130,7 +130,7 @@ def test_an_idle_row_draws_nothing_its_batch_mates_see(compose: Callable, polici
 def test_noise_drawn_past_the_row_generators_stops_the_run(compose: Callable, policies: dict[str, list[str]]) -> None:
     import torch
 
-    from lerobot_hydra.errors import UserError
+    from lerobot_hydra.core.errors import UserError
     from tests.test_lerobot_policies import first_batch
 
     def draw_from_the_global_generator(*_: Any) -> None:  # as a LeRobot version that draws noise of its own

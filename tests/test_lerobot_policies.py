@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lerobot_hydra.errors import UserError
-from lerobot_hydra.evaluation import instantiate_node
+from lerobot_hydra.app.evaluation import instantiate_node
+from lerobot_hydra.core.errors import UserError
 from tests.conftest import outcome, read_episodes, run_eval
 from tests.lerobot_checkpoints import PUSHT_ACTION, PUSHT_PIXELS, tiny_act, tiny_diffusion, tiny_smolvla
 from tests.lerobot_cli import run_lerobot_eval
@@ -63,7 +63,7 @@ def assert_every_episode_recorded(run_dir: Path, tasks: list[str], episodes: int
 
 @pytest.mark.parametrize("name", ["smolvla", "pi0", "pi05", "act", "diffusion"])
 def test_policy_yamls_compose_to_the_loader_with_the_top_level_device(compose: Callable, name: str) -> None:
-    from lerobot_hydra.config import validate
+    from lerobot_hydra.config.schema import validate
 
     cfg = compose(f"policy={name}", "device=cpu")
     validate(cfg)
@@ -242,9 +242,9 @@ def test_forks_share_weight_tensors_but_not_episode_state(compose: Callable, che
 
 def test_act_with_temporal_ensembling_is_correct_in_parallel(compose: Callable, checkpoints: dict[str, Path]) -> None:
     """ACT's temporal ensemble is per-episode state inside the model object: each lane has its own."""
-    from lerobot_hydra.lanes import evaluate
-    from lerobot_hydra.progress import Progress
-    from lerobot_hydra.runner import TaskWork
+    from lerobot_hydra.rollout.lanes import evaluate
+    from lerobot_hydra.rollout.progress import Progress
+    from lerobot_hydra.rollout.runner import TaskWork
 
     env, policy = build(
         compose,

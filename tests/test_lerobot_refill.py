@@ -56,9 +56,9 @@ def run(
     env: DriftEnvConfig, policy: Any, batch_size: int, episodes: list[int] | None = None
 ) -> tuple[list[tuple], int]:
     """(every episode's outcome, exact rewards included; how many batch steps the run took)."""
-    from lerobot_hydra.lanes import evaluate
-    from lerobot_hydra.progress import Progress
-    from lerobot_hydra.runner import TaskWork
+    from lerobot_hydra.rollout.lanes import evaluate
+    from lerobot_hydra.rollout.progress import Progress
+    from lerobot_hydra.rollout.runner import TaskWork
 
     steps = 0
     select = policy.select_action

@@ -83,8 +83,8 @@ def test_missing_libero_is_one_line_naming_the_extra(monkeypatch: pytest.MonkeyP
     import importlib.util
     from importlib import metadata
 
+    from lerobot_hydra.core.errors import UserError
     from lerobot_hydra.envs import libero_setup
-    from lerobot_hydra.errors import UserError
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
@@ -120,8 +120,8 @@ def test_asset_trees_split_over_site_directories_merge_into_one(tmp_path: Path) 
 
 
 def test_unknown_suite_lists_the_valid_ones() -> None:
+    from lerobot_hydra.core.errors import UserError
     from lerobot_hydra.envs.libero import LiberoEnvConfig
-    from lerobot_hydra.errors import UserError
 
     with pytest.raises(
         UserError, match="did you mean 'libero_spatial'.*libero_object, libero_goal, libero_10, libero_90"
@@ -131,8 +131,8 @@ def test_unknown_suite_lists_the_valid_ones() -> None:
 
 @pytest.mark.parametrize("obs_type", ["pixels_agent_pos", "pixels"])
 def test_yaml_pipeline_names_cameras_from_one_override(compose: Any, obs_type: str) -> None:
+    from lerobot_hydra.app.evaluation import instantiate_node
     from lerobot_hydra.envs.base import TaskSpec
-    from lerobot_hydra.evaluation import instantiate_node
 
     cfg = compose(
         "env=libero",

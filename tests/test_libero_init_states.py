@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.libero_init_states import load_init_states
-from lerobot_hydra.errors import UserError
 
 
 class RunsCode:

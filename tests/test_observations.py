@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lerobot_hydra.config import validate
+from lerobot_hydra.app.evaluation import evaluate_config, instantiate_node
+from lerobot_hydra.config.schema import validate
 from lerobot_hydra.envs.base import EnvConfig
-from lerobot_hydra.evaluation import evaluate_config, instantiate_node
 from tests.conftest import outcome, read_episodes
 
 SIZE = 64
@@ -54,7 +54,7 @@ def test_policies_declare_what_they_read(compose: Callable) -> None:
 
 
 def test_the_debug_option_does_not_change_the_run_identity(compose: Callable) -> None:
-    from lerobot_hydra.evaluation import run_identity
+    from lerobot_hydra.app.evaluation import run_identity
 
     plain, forced = compose("policy=random"), compose("policy=random", "env.compute_all_observations=true")
     assert run_identity(plain, validate(plain)) == run_identity(forced, validate(forced))

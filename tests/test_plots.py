@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.metaworld import task_catalog
-from lerobot_hydra.plots import distinct_labels, success_by_task, sweep_heatmap
-from lerobot_hydra.records import EpisodeRecord
-from lerobot_hydra.reporting import publish, publish_sweep
-from lerobot_hydra.results import aggregate
+from lerobot_hydra.results.aggregate import aggregate
+from lerobot_hydra.sinks.plots import distinct_labels, success_by_task, sweep_heatmap
+from lerobot_hydra.sinks.publish import publish, publish_sweep
 
 
 def mt50_info(seed: int, groups: int = 4, per_group: int = 50) -> dict[str, Any]:

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
-from lerobot_hydra.progress import Progress
-from lerobot_hydra.records import EpisodeRecord
+from lerobot_hydra.rollout.progress import Progress
 from tests.conftest import ROOT, run_eval
 
 TASKS = "env.task=[reach-v3,drawer-close-v3]"

@@ -19,15 +19,15 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from lerobot_hydra.callbacks import MergeShards
-from lerobot_hydra.config import instantiate_node, validate
+from lerobot_hydra.app.evaluation import evaluate_config
+from lerobot_hydra.config.schema import instantiate_node, validate
+from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.core.records import EpisodeRecord, read_jsonl
 from lerobot_hydra.envs.base import TaskSpec
-from lerobot_hydra.errors import UserError
-from lerobot_hydra.evaluation import evaluate_config
-from lerobot_hydra.merge import merge_sweep
-from lerobot_hydra.records import EpisodeRecord, read_jsonl
-from lerobot_hydra.sharding import TaskBlock, shard_plan
-from lerobot_hydra.store import RunStore
+from lerobot_hydra.rollout.plan import TaskBlock, shard_plan
+from lerobot_hydra.sinks.store import RunStore
+from lerobot_hydra.sweep.callbacks import MergeShards
+from lerobot_hydra.sweep.merge import merge_sweep
 from tests.conftest import ROOT, read_json, run_eval
 from tests.test_wandb import offline_runs
 
@@ -247,7 +247,11 @@ def test_every_result_records_its_provenance_and_the_merge_checks_versions(tmp_p
     shards[1].write_text(json.dumps(doctored))
     (sweep / "eval_info.json").unlink()
     proc = subprocess.run(
-        [sys.executable, "-m", "lerobot_hydra.merge", str(sweep)], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "lerobot_hydra.sweep.merge", str(sweep)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 1
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
@@ -262,7 +266,7 @@ def test_every_result_records_its_provenance_and_the_merge_checks_versions(tmp_p
     (sweep / "eval_info.json").unlink()
 
     proc = subprocess.run(
-        [sys.executable, "-m", "lerobot_hydra.merge", "--accept-version-mismatch", str(sweep)],
+        [sys.executable, "-m", "lerobot_hydra.sweep.merge", "--accept-version-mismatch", str(sweep)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -288,7 +292,7 @@ def test_a_single_run_records_provenance_and_resume_refuses_other_versions(compo
 def test_git_revision_is_none_outside_a_checkout_or_without_git(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lerobot_hydra.provenance import git_revision
+    from lerobot_hydra.rollout.provenance import git_revision
 
     assert git_revision(tmp_path) is None
     assert git_revision(ROOT)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from lerobot_hydra.report import run_report
-from lerobot_hydra.results import aggregate
+from lerobot_hydra.results.aggregate import aggregate
+from lerobot_hydra.sinks.report import run_report
 from tests.browser import dump_dom, screenshot
 from tests.conftest import evaluate_here
 from tests.test_stats import rec

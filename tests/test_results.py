@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from lerobot_hydra.records import EpisodeRecord
-from lerobot_hydra.results import aggregate, format_table, wilson_interval
-from lerobot_hydra.sharding import shard_bounds, shard_plan
+from lerobot_hydra.core.records import EpisodeRecord
+from lerobot_hydra.results.aggregate import aggregate, format_table, wilson_interval
+from lerobot_hydra.rollout.plan import shard_bounds, shard_plan
 
 
 def record(group: str, task_id: int, k: int, success: bool, reward: float) -> EpisodeRecord:

@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
+from lerobot_hydra.core.labels import job_subdir, label_dir_name
+from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
-from lerobot_hydra.records import EpisodeRecord
-from lerobot_hydra.sharding import TaskBlock, job_subdir, label_dir_name
-from lerobot_hydra.store import RunStore
-from tests.conftest import ROOT, outcome, read_json, run_eval
+from lerobot_hydra.rollout.plan import TaskBlock
+from lerobot_hydra.sinks.store import RunStore
+from tests.conftest import CONF, ROOT, outcome, read_json, run_eval
 
 # The expert on two tasks with short episodes: some succeed, some do not.
 WORKLOAD = ("env.task=[reach-v3,push-v3]", "eval.n_episodes=3", "env.episode_length=50", "eval.batch_size=1")
@@ -38,7 +39,7 @@ SLURM_TIMEOUT_S = 420
 
 def merge_cli(sweep_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "lerobot_hydra.merge", *args, str(sweep_dir)],
+        [sys.executable, "-m", "lerobot_hydra.sweep.merge", *args, str(sweep_dir)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -310,7 +311,7 @@ def test_shards_of_a_changed_policy_config_are_refused(tmp_path: Path) -> None:
     conf = tmp_path / "conf" / "policy"
     conf.mkdir(parents=True)
     policy_file = conf / "mine.yaml"
-    policy_file.write_text((ROOT / "conf" / "policy" / "metaworld_expert.yaml").read_text())
+    policy_file.write_text((CONF / "policy" / "metaworld_expert.yaml").read_text())
     sweep = tmp_path / "sweep"
     common = (*WORKLOAD, "policy=mine", f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "eval.num_shards=2")
 

@@ -171,7 +171,7 @@ def test_submitits_sacct_warning_is_said_once(caplog: pytest.LogCaptureFixture) 
     """On a cluster without accounting submitit warns at every poll, through three handlers; the sweep says it once."""
     import logging
 
-    from lerobot_hydra.sweep_jobs import watch_submitit_jobs
+    from lerobot_hydra.sweep.jobs import watch_submitit_jobs
 
     watch_submitit_jobs()
     submitit_log = logging.getLogger("submitit")

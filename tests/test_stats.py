@@ -8,12 +8,18 @@ from pathlib import Path
 import pytest
 from scipy.stats import binomtest, fisher_exact
 
-from lerobot_hydra.errors import UserError
-from lerobot_hydra.pairing import ResultSet, compare, pairing_problem
-from lerobot_hydra.records import EpisodeRecord
-from lerobot_hydra.results import aggregate
-from lerobot_hydra.stats import PairCounts, mcnemar_exact_p, paired_difference, unpaired_difference, wilson_interval
-from lerobot_hydra.summary import SweepEntry, group_arms, pick_baseline
+from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.core.records import EpisodeRecord
+from lerobot_hydra.results.aggregate import aggregate
+from lerobot_hydra.results.pairing import ResultSet, compare, pairing_problem
+from lerobot_hydra.results.stats import (
+    PairCounts,
+    mcnemar_exact_p,
+    paired_difference,
+    unpaired_difference,
+    wilson_interval,
+)
+from lerobot_hydra.sweep.summary import SweepEntry, group_arms, pick_baseline
 
 
 def rec(task: str, k: int, success: bool, seed: int | None = None, init: int | None = None) -> EpisodeRecord:

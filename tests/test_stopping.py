@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lerobot_hydra.records import EpisodeRecord
+from lerobot_hydra.core.records import EpisodeRecord
 from tests.conftest import ROOT, read_json, run_eval
 from tests.counting_env import CountingEnvConfig
 from tests.test_vector import run

@@ -58,7 +58,7 @@ def recorded(run_dir: Path) -> int:
 def hold_lock(directory: Path, what: str) -> subprocess.Popen[str]:
     """Another process that holds `directory`'s lock until it is killed."""
     code = (
-        "import sys, time; from pathlib import Path; from lerobot_hydra.runlock import DirLock; "
+        "import sys, time; from pathlib import Path; from lerobot_hydra.core.runlock import DirLock; "
         f"DirLock(Path(sys.argv[1]), {what!r}).acquire(); print('locked', flush=True); time.sleep(600)"
     )
     proc = subprocess.Popen([sys.executable, "-c", code, str(directory)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
@@ -126,7 +126,7 @@ def test_the_merge_waits_for_running_shards_and_for_other_merges(two_shards: Pat
 
 
 def _write_many(path: str, writer: int, count: int, errors: Any) -> None:
-    from lerobot_hydra.durable import write_json_atomic
+    from lerobot_hydra.core.durable import write_json_atomic
 
     for n in range(count):
         try:
@@ -137,7 +137,7 @@ def _write_many(path: str, writer: int, count: int, errors: Any) -> None:
 
 
 def test_concurrent_atomic_writers_never_fail_nor_tear_the_file(tmp_path: Path, monkeypatch: Any) -> None:
-    from lerobot_hydra import durable
+    from lerobot_hydra.core import durable
 
     path = tmp_path / "data.json"
     durable.write_json_atomic(path, {"writer": -1, "n": 0, "pad": ""})
@@ -267,11 +267,11 @@ def test_killing_an_async_runs_process_group_leaks_no_semaphores(tmp_path: Path)
 
 
 def test_an_mt50_plan_of_20000_episodes_per_task_is_stored_in_a_few_kilobytes(tmp_path: Path) -> None:
+    from lerobot_hydra.app.evaluation import plan_work
+    from lerobot_hydra.core.records import EpisodeRecord
     from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig
-    from lerobot_hydra.evaluation import plan_work
-    from lerobot_hydra.records import EpisodeRecord
-    from lerobot_hydra.sharding import TaskBlock, shard_plan
-    from lerobot_hydra.store import RunStore
+    from lerobot_hydra.rollout.plan import TaskBlock, shard_plan
+    from lerobot_hydra.sinks.store import RunStore
 
     tasks = MetaWorldEnvConfig(task="all").tasks()
     keys = [t.key for t in tasks]

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from lerobot_hydra.config import validate
-from lerobot_hydra.durable import write_json_atomic
+from lerobot_hydra.app.evaluation import evaluate_config, instantiate_node
+from lerobot_hydra.config.schema import validate
+from lerobot_hydra.core.durable import write_json_atomic
+from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.gym import GymEnvConfig
-from lerobot_hydra.errors import UserError
-from lerobot_hydra.evaluation import evaluate_config, instantiate_node
-from lerobot_hydra.results import aggregate, format_table
+from lerobot_hydra.results.aggregate import aggregate, format_table
 from tests.conftest import read_json, run_eval
 
 DEFAULT_POLICY_LINE = "policy=metaworld_expert (the default policy) works only with env=metaworld"

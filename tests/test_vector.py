@@ -15,14 +15,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
-from lerobot_hydra.lanes import evaluate
 from lerobot_hydra.policies.random import RandomPolicy
 from lerobot_hydra.processors.observation import LeRobotLayout, MapObservationKeys, ToNumpyAction
 from lerobot_hydra.processors.pipeline import Pipeline
-from lerobot_hydra.progress import Progress
-from lerobot_hydra.records import EpisodeRecord
-from lerobot_hydra.runner import TaskWork
+from lerobot_hydra.rollout.lanes import evaluate
+from lerobot_hydra.rollout.progress import Progress
+from lerobot_hydra.rollout.runner import TaskWork
 from tests.counting_env import CountingEnv, CountingEnvConfig, events
 
 

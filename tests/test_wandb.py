@@ -11,13 +11,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
-from lerobot_hydra.loggers import dir_name, merged_run
-from lerobot_hydra.loggers.wandb_logger import WandbLoggerConfig
-from lerobot_hydra.records import EpisodeRecord
-from lerobot_hydra.reporting import publish_merged
-from lerobot_hydra.results import aggregate
-from lerobot_hydra.video import VideoRecorder, rebase_video_paths
+from lerobot_hydra.results.aggregate import aggregate
+from lerobot_hydra.sinks.loggers import dir_name, merged_run
+from lerobot_hydra.sinks.publish import publish_merged
+from lerobot_hydra.sinks.video import VideoRecorder, rebase_video_paths
+from lerobot_hydra.sinks.wandb import WandbLoggerConfig
 from tests.conftest import ROOT, read_json, run_eval
 
 # A cheap MetaWorld run: random policy, short episodes, tiny frames.
@@ -128,7 +128,7 @@ def test_shards_and_their_merge_share_the_sweep_group_and_a_rerun_merge_adds_no_
     assert len(logged(merged, "media/videos/", ".mp4")) == 2
 
     # Merging again (by hand) updates the same merged run: still one offline copy, with the same id.
-    from lerobot_hydra.merge import main as merge_main
+    from lerobot_hydra.sweep.merge import main as merge_main
 
     assert merge_main([str(sweep)]) == 0
     import wandb
@@ -161,7 +161,7 @@ def test_merged_run_logs_a_sample_of_the_shards_videos(tmp_path: Path) -> None:
         "env": {"task": "x"},
         "eval": {"shard_id": 1, "n_episodes": 3},
         "logger": {
-            "_target_": "lerobot_hydra.loggers.wandb_logger.WandbLoggerConfig",
+            "_target_": "lerobot_hydra.sinks.wandb.WandbLoggerConfig",
             "mode": "offline",
             "max_videos": 4,
         },

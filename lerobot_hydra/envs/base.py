@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lerobot_hydra.errors import UserError, did_you_mean
+from lerobot_hydra.core.errors import UserError, did_you_mean
 
 if TYPE_CHECKING:
     import gymnasium as gym

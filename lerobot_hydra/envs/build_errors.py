@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from lerobot_hydra.errors import UserError
+from lerobot_hydra.core.errors import UserError
 
 if TYPE_CHECKING:
     from lerobot_hydra.envs.base import EnvConfig, TaskSpec

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
-from lerobot_hydra.errors import UserError
 
 DEFAULT_EPISODE_LENGTH = 1000
 DEFAULT_SUCCESS_KEY = "is_success"

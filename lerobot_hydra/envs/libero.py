@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from lerobot_hydra.core.errors import UserError, did_you_mean
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec, split_names, unique
 from lerobot_hydra.envs.libero_init_states import load_init_states
-from lerobot_hydra.errors import UserError, did_you_mean
 from lerobot_hydra.processors.observation import lerobot_key
 
 # Step limits per suite: a little above the longest demonstration of each suite.

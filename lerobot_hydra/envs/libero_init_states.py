@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobot_hydra.errors import UserError
+from lerobot_hydra.core.errors import UserError
 
 # The module numpy 1.x pickled its array reconstructor under (numpy 2 renamed numpy.core to numpy._core).
 _RECONSTRUCT_NAMES = ("numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct")

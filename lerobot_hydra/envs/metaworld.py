@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from lerobot_hydra.core.errors import UserError, did_you_mean
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec, log_once, split_names
-from lerobot_hydra.errors import UserError, did_you_mean
 from lerobot_hydra.processors.observation import lerobot_key
 
 OBS_TYPES = ("state", "pixels", "pixels_agent_pos")

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from lerobot_hydra.config.validation import check_device
+from lerobot_hydra.core.errors import UserError, did_you_mean, missing_extra
+from lerobot_hydra.core.gl import resolve_device
 from lerobot_hydra.envs.base import EnvConfig
-from lerobot_hydra.errors import UserError, did_you_mean, missing_extra
-from lerobot_hydra.gl import resolve_device
 from lerobot_hydra.policies.base import PolicyConfig
 from lerobot_hydra.policies.lerobot_checkpoint import (
     POSTPROCESSOR_FILE,
@@ -35,7 +36,6 @@ from lerobot_hydra.policies.lerobot_perrow import PER_ROW_FAMILIES, PerRowLeRobo
 from lerobot_hydra.policies.lerobot_rowwise import RowwisePolicy
 from lerobot_hydra.policies.lerobot_runtime import LeRobotPolicy
 from lerobot_hydra.policies.lerobot_versions import first_line, parse_policy_config
-from lerobot_hydra.validation import check_device
 
 log = logging.getLogger("lerobot_hydra")
 

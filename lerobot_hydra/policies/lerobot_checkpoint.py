@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lerobot_hydra.errors import UserError
+from lerobot_hydra.core.errors import UserError
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lerobot_hydra.errors import UserError
+from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.processors.observation import RAW_KEY
 
 if TYPE_CHECKING:

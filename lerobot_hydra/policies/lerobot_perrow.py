@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import TaskSpec
-from lerobot_hydra.errors import UserError
 from lerobot_hydra.policies.lerobot_noise import RowNoise
 from lerobot_hydra.policies.lerobot_runtime import LeRobotPolicy, rows_of
 

@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import version
 from typing import Any, Self
 
+from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import TaskSpec
-from lerobot_hydra.errors import UserError
 from lerobot_hydra.policies.lerobot_noise import GlobalRngState, NoiseHooks, RowNoise
 
 

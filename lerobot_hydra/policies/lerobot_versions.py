@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from lerobot_hydra.errors import UserError
+from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.policies.lerobot_checkpoint import CONFIG_FILE, Checkpoint, read_json
 
 # 0.6-only fields that never change what a loaded policy computes: the Hub pin (policy.revision sets LeRobot's

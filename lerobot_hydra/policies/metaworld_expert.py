@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
-from lerobot_hydra.errors import UserError
 from lerobot_hydra.policies.base import PolicyConfig
 
 STATE_KEY = "observation.environment_state"

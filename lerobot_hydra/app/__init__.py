@@ -1,0 +1,1 @@
+"""Entry points: `lerobot-hydra-eval` (main, evaluation) and `lerobot-hydra-autotune`."""

@@ -1,0 +1,251 @@
+"""`lerobot-hydra-autotune <overrides>`: measure the configured env and policy on this machine, then
+recommend eval.batch_size, eval.max_parallel_tasks, shards per node and MUJOCO_GL.
+
+Every number comes from a probe of the actual env and policy in the config: vector-env step latency (with
+rendering when the observations or videos need it) and policy latency per batch size, worker memory, the
+policy's GPU memory and the CPU count. Nothing about models or simulators is assumed.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig
+
+from lerobot_hydra.core.errors import UserError
+
+log = logging.getLogger("lerobot_hydra")
+
+PROBE_STEPS = 12
+PROBE_MIN_S = 0.5
+# A batch size is worth its extra workers while it adds at least this much throughput.
+GOOD_ENOUGH = 0.9
+
+
+@dataclass
+class Probe:
+    batch_size: int
+    env_step_s: float  # wall time of one vector-env step (all sub-envs)
+    policy_s: float  # wall time of pre-processing + select_action + post-processing for the batch
+    render_s: float | None  # wall time of one render() of every sub-env (video cost), None if not measured
+    worker_rss_mb: float  # resident memory per sub-env (worker process, or the in-process env)
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.batch_size / (self.env_step_s + self.policy_s)
+
+    @property
+    def policy_share(self) -> float:
+        return self.policy_s / (self.env_step_s + self.policy_s)
+
+
+@dataclass
+class Recommendation:
+    batch_size: int
+    max_parallel_tasks: int
+    shards_per_node: int
+    mujoco_gl: str
+    reasons: list[str] = field(default_factory=list)
+
+
+def candidate_batch_sizes(cpus: int, n_episodes: int) -> list[int]:
+    sizes, b = [], 1
+    while b <= min(2 * cpus, n_episodes):
+        sizes.append(b)
+        b *= 2
+    if n_episodes not in sizes and n_episodes <= 2 * cpus:
+        sizes.append(n_episodes)
+    return sorted(set(sizes))
+
+
+def _rss_mb(pids: list[int]) -> float:
+    import psutil
+
+    total = 0
+    for pid in pids:
+        try:
+            total += psutil.Process(pid).memory_info().rss
+        except psutil.NoSuchProcess:
+            continue
+    return total / 2**20
+
+
+def probe(env_cfg: Any, policy: Any, env_pre: Any, env_post: Any, batch_size: int, render: bool) -> Probe:
+    """Time the policy on real observations, and the env on random actions (a policy that succeeds
+    quickly would otherwise leave finished, no longer simulating sub-envs in the measurement)."""
+    import numpy as np
+    import psutil
+
+    from lerobot_hydra.envs.protocol import EPISODES_KEY
+    from lerobot_hydra.processors.observation import RAW_KEY
+    from lerobot_hydra.vector.task_envs import close_task_vector_envs, create_task_vector_envs
+
+    task = env_cfg.tasks()[0]
+    me = psutil.Process()
+    before = {c.pid for c in me.children(recursive=True)}
+    rss_before = me.memory_info().rss / 2**20
+    envs = create_task_vector_envs(env_cfg, [task], batch_size, batch_size > 1, render)
+    vec = envs[task.group][task.task_id]
+    space = vec.action_space
+    space.seed(0)
+    try:
+        slots = [(k, 1000 + k) for k in range(batch_size)]
+        obs, _ = vec.reset(options={EPISODES_KEY: slots})
+        policy.reset(task, [s for _, s in slots])
+        env_s = policy_s = 0.0
+        steps = 0
+        # Stop before the episodes end (a finished sub-env no longer simulates), but time one step at least.
+        limit = max(1, task.max_steps - 1)
+        while steps < min(PROBE_STEPS, limit) or (env_s + policy_s < PROBE_MIN_S and steps < limit):
+            t0 = time.perf_counter()
+            batch = env_pre({RAW_KEY: obs, "task": [task.description] * batch_size})
+            env_post({"action": policy.select_action(batch)})
+            t1 = time.perf_counter()
+            obs, _, _, _, _ = vec.step(np.asarray(space.sample(), dtype=vec.single_action_space.dtype))
+            env_s += time.perf_counter() - t1
+            policy_s += t1 - t0
+            steps += 1
+        render_s = None
+        if render:
+            t0 = time.perf_counter()
+            vec.call("render")
+            render_s = time.perf_counter() - t0
+        if batch_size > 1:
+            # Async workers are forked by the forkserver (our child), so they are our grandchildren.
+            workers = [c.pid for c in me.children(recursive=True) if c.pid not in before and c.ppid() != me.pid]
+            rss = _rss_mb(workers) / max(1, len(workers))
+        else:
+            rss = max(0.0, me.memory_info().rss / 2**20 - rss_before)
+    finally:
+        close_task_vector_envs(envs)
+    return Probe(batch_size, env_s / steps, policy_s / steps, render_s, rss)
+
+
+def recommend(probes: list[Probe], cpus: int, gpus: int, n_tasks: int, gl: str, device: str) -> Recommendation:
+    best = max(probes, key=lambda p: p.steps_per_s)
+    chosen = min((p for p in probes if p.steps_per_s >= GOOD_ENOUGH * best.steps_per_s), key=lambda p: p.batch_size)
+    reasons = [
+        f"eval.batch_size={chosen.batch_size}: {chosen.steps_per_s:,.0f} env steps/s, "
+        f"{100 * chosen.steps_per_s / best.steps_per_s:.0f}% of the best measured "
+        f"(batch {best.batch_size}: {best.steps_per_s:,.0f}/s); larger batches add workers for little gain"
+        if chosen is not best
+        else f"eval.batch_size={chosen.batch_size}: the highest measured throughput, "
+        f"{chosen.steps_per_s:,.0f} env steps/s over {len(probes)} batch sizes"
+    ]
+    share = chosen.policy_share
+    spare_cpus = max(1, cpus // (chosen.batch_size + 1))
+    if device.startswith("cuda") and share >= 0.25:
+        lanes = max(1, min(n_tasks, spare_cpus, math.ceil(1 / max(1e-6, 1 - share))))
+        reasons.append(
+            f"eval.max_parallel_tasks={lanes}: the policy takes {100 * share:.0f}% of each step on the GPU; "
+            f"{lanes} tasks at once keep it busy while the others simulate ({cpus} CPUs allow {spare_cpus})"
+        )
+    else:
+        lanes = max(1, min(n_tasks, spare_cpus))
+        why = "policy inference is cheap" if share < 0.25 else "the policy runs on the CPU"
+        reasons.append(
+            f"eval.max_parallel_tasks={lanes}: {why} ({100 * share:.0f}% of a step); each lane needs "
+            f"{chosen.batch_size} workers + 1 inference thread and there are {cpus} CPUs"
+        )
+    shards = max(1, gpus)
+    reasons.append(
+        f"shards per node: {shards}: "
+        + (f"one per GPU ({gpus} visible)" if gpus else "one shard already uses every CPU through its workers")
+    )
+    render_note = ""
+    render_probe = next((p for p in probes if p.render_s is not None), None)
+    if render_probe is not None:
+        render_note = f"; a frame costs {1000 * render_probe.render_s / render_probe.batch_size:.0f} ms per sub-env"
+    reasons.append(
+        f"MUJOCO_GL={gl}: " + ("an NVIDIA GPU renders through EGL" if gl == "egl" else "CPU rendering") + render_note
+    )
+    return Recommendation(chosen.batch_size, lanes, shards, gl, reasons)
+
+
+def compose(overrides: list[str]) -> DictConfig:
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    import lerobot_hydra.app.main  # noqa: F401  registers the schemas and resolvers
+    from lerobot_hydra.sweep.cli import describe_hydra_error
+
+    try:
+        with initialize_config_module(config_module="lerobot_hydra.conf", version_base="1.3"):
+            return hydra_compose(config_name="config", overrides=overrides)
+    except (HydraException, OmegaConfBaseException) as err:
+        raise UserError(describe_hydra_error(err) or str(err).splitlines()[0]) from err
+
+
+def run(overrides: list[str]) -> Recommendation:
+    import torch
+
+    from lerobot_hydra.config.schema import available_cpus, instantiate_node, validate
+    from lerobot_hydra.config.validation import require_tasks
+    from lerobot_hydra.core.gl import configure_mujoco_gl, nvidia_gpu_visible, resolve_device
+
+    started = time.perf_counter()
+    cfg = compose(overrides)
+    eval_cfg = validate(cfg)
+    gl = configure_mujoco_gl()
+    env_cfg = instantiate_node(cfg.env)
+    tasks = env_cfg.tasks()
+    require_tasks(tasks)
+    device = resolve_device(cfg.device)
+    policy_cfg = instantiate_node(cfg.policy)
+    policy = policy_cfg.build(env_cfg, device)
+    env_cfg = env_cfg.observing(policy_cfg.reads(env_cfg))  # measured as eval.py runs it
+    env_pre, env_post = env_cfg.build_processors()
+    cpus = available_cpus()
+    gpus = torch.cuda.device_count() if nvidia_gpu_visible() else 0
+    render = eval_cfg.max_episodes_rendered > 0
+    probes = []
+    for b in candidate_batch_sizes(cpus, eval_cfg.n_episodes):
+        probes.append(probe(env_cfg, policy, env_pre, env_post, b, render))
+        p = probes[-1]
+        print(
+            f"  batch {b:>3}: env step {1000 * p.env_step_s:8.2f} ms, policy {1000 * p.policy_s:8.2f} ms, "
+            f"{p.steps_per_s:9,.0f} env steps/s, {p.worker_rss_mb:6.0f} MB per sub-env",
+            flush=True,
+        )
+    gpu_note = ""
+    if device.startswith("cuda"):
+        gpu_note = f", policy GPU memory {torch.cuda.max_memory_allocated() / 2**20:,.0f} MB"
+    print(f"  {cpus} CPUs, {gpus} GPUs, policy on {device}{gpu_note}")
+    rec = recommend(probes, cpus, gpus, len(tasks), gl, device)
+    print("\nRecommendation:")
+    for reason in rec.reasons:
+        print(f"  - {reason}")
+    kept = [o for o in overrides if not o.startswith(("eval.batch_size=", "eval.max_parallel_tasks="))]
+    command = [
+        "python",
+        "eval.py",
+        *kept,
+        f"eval.batch_size={rec.batch_size}",
+        f"eval.max_parallel_tasks={rec.max_parallel_tasks}",
+    ]
+    prefix = f"MUJOCO_GL={rec.mujoco_gl} "
+    print(f"\n{prefix}{shlex.join(command)}")
+    print(f"(measured in {time.perf_counter() - started:.0f} s)")
+    return rec
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    try:
+        print(f"Probing {' '.join(sys.argv[1:]) or 'the default config'} ...", flush=True)
+        run(sys.argv[1:])
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

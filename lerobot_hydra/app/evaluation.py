@@ -1,0 +1,174 @@
+"""One evaluation run: config -> env config, plan, policy -> records -> files and table."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from lerobot_hydra.config.schema import EvalConfig, instantiate_node
+from lerobot_hydra.config.validation import check_shards_have_work, require_tasks
+from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.core.gl import configure_mujoco_gl
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec, unique_tasks
+from lerobot_hydra.policies.base import PolicyConfig
+from lerobot_hydra.results.aggregate import aggregate
+from lerobot_hydra.rollout.lanes import evaluate
+from lerobot_hydra.rollout.plan import TaskBlock, plan_size, shard_plan
+from lerobot_hydra.rollout.progress import Progress
+from lerobot_hydra.rollout.provenance import collect as collect_provenance
+from lerobot_hydra.rollout.runner import TaskWork
+from lerobot_hydra.rollout.stopping import RunInterrupted
+from lerobot_hydra.sinks.loggers import ExperimentLogger, build_logger, shard_run, single_run
+from lerobot_hydra.sinks.publish import publish, publish_shard
+from lerobot_hydra.sinks.store import RunStore
+from lerobot_hydra.sinks.video import VideoRecorder, without_missing_videos
+from lerobot_hydra.vector.task_envs import prestart_workers, stop_worker_servers
+
+log = logging.getLogger("lerobot_hydra")
+
+# Settings that never change an episode's outcome; left out of the fingerprint so that a shard can be
+# resumed with another batch size or on another machine.
+OUTCOME_NEUTRAL_POLICY_KEYS = {"device"}
+OUTCOME_NEUTRAL_ENV_KEYS = {"compute_all_observations"}
+
+
+def run_identity(cfg: DictConfig, eval_cfg: EvalConfig, checkpoint: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What must agree between shards (and between a run and its resume): env, policy, episodes, seed, and the
+    checkpoint's identity (`PolicyConfig.identity()`) for a policy that has one."""
+    container = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(container, dict)
+    policy = {k: v for k, v in container["policy"].items() if k not in OUTCOME_NEUTRAL_POLICY_KEYS}
+    env = {k: v for k, v in container["env"].items() if k not in OUTCOME_NEUTRAL_ENV_KEYS}
+    identity = {"env": env, "policy": policy, "n_episodes": eval_cfg.n_episodes, "seed": cfg.seed}
+    if checkpoint is not None:
+        identity["checkpoint"] = checkpoint
+    return identity
+
+
+def evaluate_config(
+    cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label: str, on_locked: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """`on_locked` runs once this process holds `out_dir` and its identity check passed (it saves `.hydra/`)."""
+    configure_mujoco_gl()
+    env_cfg = instantiate_node(cfg.env)
+    if not isinstance(env_cfg, EnvConfig):
+        raise UserError(f"env._target_ must name an EnvConfig subclass, got {type(env_cfg).__name__}")
+    logger = build_logger(cfg.get("logger"))
+    # The config only: the policy itself is built once the workers are starting.
+    policy_cfg = instantiate_node(cfg.policy)
+    if not isinstance(policy_cfg, PolicyConfig):
+        raise UserError(f"policy._target_ must name a PolicyConfig subclass, got {type(policy_cfg).__name__}")
+    tasks = unique_tasks(env_cfg.tasks())
+    require_tasks(tasks)
+    num_shards = eval_cfg.num_shards or 1
+    check_shards_have_work(len(tasks) * eval_cfg.n_episodes, num_shards, len(tasks), eval_cfg.n_episodes)
+    plan = shard_plan([t.key for t in tasks], eval_cfg.n_episodes, eval_cfg.shard_id, num_shards)
+    checkpoint = policy_cfg.identity()
+    provenance = collect_provenance(env_cfg, policy_cfg, checkpoint, cfg.device)
+    identity = run_identity(cfg, eval_cfg, checkpoint)
+    with RunStore(out_dir, identity, eval_cfg.shard_id, num_shards, tasks, plan, label, provenance=provenance) as store:
+        if on_locked is not None:
+            on_locked()
+        work = plan_work(tasks, plan, store)
+        if store.resumed:
+            log.info(
+                "resuming in %s: %d episodes already recorded, %d to run",
+                out_dir,
+                store.resumed,
+                sum(len(w.episodes) for w in work),
+            )
+        if num_shards > 1:
+            log.info(
+                "shard %d of %d: %d episodes over %d tasks", eval_cfg.shard_id, num_shards, plan_size(plan), len(work)
+            )
+        return _run_and_publish(cfg, eval_cfg, env_cfg, policy_cfg, logger, store, work, label)
+
+
+def plan_work(tasks: list[TaskSpec], plan: list[TaskBlock], store: RunStore) -> list[TaskWork]:
+    """Each planned task's episodes not yet recorded in `store`, in task order; linear in the episodes."""
+    by_key = {t.key: t for t in tasks}
+    done = store.done()
+    recorded, successes = store.recorded_per_task()
+    work = []
+    for block in plan:
+        todo = [k for k in block.episodes if (*block.key, k) not in done]
+        work.append(TaskWork(by_key[block.key], todo, done=recorded[block.key], successes=successes[block.key]))
+    return work
+
+
+def _run_and_publish(
+    cfg: DictConfig,
+    eval_cfg: EvalConfig,
+    env_cfg: EnvConfig,
+    policy_cfg: PolicyConfig,
+    logger: ExperimentLogger | None,
+    store: RunStore,
+    work: list[TaskWork],
+    label: str,
+) -> dict[str, Any]:
+    out_dir = store.out_dir
+    num_shards = eval_cfg.num_shards or 1
+    videos = video_recorder(eval_cfg, env_cfg, work, out_dir)
+    interrupted: RunInterrupted | None = None
+    try:
+        if any(w.episodes for w in work):
+            if eval_cfg.use_async_envs and eval_cfg.batch_size > 1:
+                prestart_workers(env_cfg)
+            # The simulators compute only what the policy reads; the policy is checked against the whole env.
+            run_env = env_cfg.observing(policy_cfg.reads(env_cfg))
+            env_pre, env_post = run_env.build_processors()
+            evaluate(
+                run_env,
+                work,
+                functools.partial(policy_cfg.build, env_cfg, cfg.device),
+                env_pre,
+                env_post,
+                base_seed=cfg.seed,
+                batch_size=eval_cfg.batch_size,
+                use_async=eval_cfg.use_async_envs,
+                max_parallel_tasks=eval_cfg.max_parallel_tasks,
+                on_record=store.add,
+                progress=Progress(eval_cfg.progress_interval_s),
+                render=videos is not None,
+                videos=videos,
+            )
+    except RunInterrupted as err:
+        interrupted = err.with_traceback(None)  # its frames would keep the closed workers' shared memory alive
+    finally:
+        stop_worker_servers()
+        if videos is not None:
+            videos.close()
+        store.records[:] = without_missing_videos(store.records, out_dir)
+        store.write()
+    info = {**aggregate(store.sorted_records(), store.eval_s), "provenance": store.header["provenance"]}
+    info["complete"] = store.complete
+    prefix = ""
+    if interrupted is not None:  # partial results, marked so, quickly (SLURM kills soon): no plot, no logger
+        planned = sum(w.done + len(w.episodes) for w in work)
+        prefix, logger = interrupted.summarize(len(store.records), planned, store.episodes_path), None
+    if num_shards == 1:
+        run = single_run(cfg, out_dir, label) if logger is not None else None
+        publish(info, out_dir, prefix + "Evaluation results", logger=logger, run=run, quick=interrupted is not None)
+    else:
+        run = shard_run(cfg, out_dir, eval_cfg.shard_id, num_shards, label) if logger is not None else None
+        title = f"Shard {eval_cfg.shard_id} of {num_shards} ({store.path}); the sweep's merge has the full results"
+        publish_shard(info, out_dir, prefix + title, logger=logger, run=run, quick=interrupted is not None)
+    if interrupted is not None:
+        raise interrupted
+    return info
+
+
+def video_recorder(
+    eval_cfg: EvalConfig, env_cfg: EnvConfig, work: list[TaskWork], out_dir: Path
+) -> VideoRecorder | None:
+    """A recorder when some episode still to run is among the first `max_episodes_rendered` of its task; envs
+    are created with rendering only then."""
+    wanted = eval_cfg.max_episodes_rendered
+    if not any(k < wanted for w in work for k in w.episodes):
+        return None
+    return VideoRecorder(out_dir, env_cfg.fps, wanted)

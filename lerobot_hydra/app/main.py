@@ -1,0 +1,74 @@
+"""Hydra entry point: compose, validate, evaluate, report."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from lerobot_hydra.config import schema as schemas
+from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.rollout.stopping import RunInterrupted, print_status, stop_signals
+from lerobot_hydra.sweep.cli import install_error_reporting, prepare_argv
+
+log = logging.getLogger("lerobot_hydra")
+
+# conf/ and multirun_launchers/ ship inside the package; conf/config.yaml puts the launchers on the search path.
+CONFIG_PATH = "pkg://lerobot_hydra.conf"
+
+
+def run(cfg: DictConfig) -> dict[str, Any]:
+    """Evaluate the composed config in Hydra's output dir; returns eval_info (or the shard summary)."""
+    import copy
+
+    from lerobot_hydra.app.evaluation import evaluate_config
+    from lerobot_hydra.sinks.job_files import JobFiles
+
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    with JobFiles(out_dir, cfg, copy.deepcopy(HydraConfig.instance().cfg)) as job_files:
+        eval_cfg = schemas.validate(cfg)
+        with stop_signals():
+            return evaluate_config(cfg, eval_cfg, out_dir, _job_label(), on_locked=job_files.save)
+
+
+def _job_label() -> str:
+    """The job's overrides other than the shard ones: names a combination in a sweep (policy=a,env=b)."""
+    from lerobot_hydra.core.labels import combination_label
+
+    return combination_label(HydraConfig.get().overrides.task)
+
+
+@hydra.main(config_path=CONFIG_PATH, config_name="config", version_base="1.3")
+def _hydra_main(cfg: DictConfig) -> None:
+    try:
+        run(cfg)
+    except RunInterrupted as stopped:
+        # A SLURM job's status line goes to its log; its exit (no result) lets the sweep name its SLURM state.
+        print_status(stopped)
+        sys.exit(stopped.exit_code)
+    except UserError as err:
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            # Fail this job only: the launcher runs the others, then cli reports this error in one line.
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+def main() -> None:
+    install_error_reporting()
+    try:
+        prepare_argv(sys.argv)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""Structured-config schemas and the checks that run before anything is built.
+
+`RunConfig` and `EvalConfig` live in Hydra's ConfigStore, so wrong types are rejected while the config is
+composed. Env and policy nodes are validated against the dataclass named by their `_target_`: a new
+benchmark or policy family brings its own schema with its module, with nothing to register centrally.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from lerobot_hydra.config.validation import check_devices, check_env_values, check_policy_fits_env, check_seeds
+from lerobot_hydra.core.errors import UserError, did_you_mean
+
+
+@dataclass
+class EvalConfig:
+    # Episodes per task.
+    n_episodes: int = 10
+    # Sub-environments stepped together in one vector env (one policy batch).
+    # None: one per available CPU core (as many as the episodes per task at most).
+    batch_size: int | None = None
+    # Worker processes for batch_size > 1; a batch of 1 always runs in-process.
+    use_async_envs: bool = True
+    # Tasks evaluated concurrently, each with its own envs and its own policy state.
+    max_parallel_tasks: int = 1
+    # Episodes per task written as mp4 (the first ones by episode index; 0 disables video).
+    max_episodes_rendered: int = 10
+    shard_id: int = 0
+    # None: 1 for a single run; in a multirun sweep over eval.shard_id, the number of shard ids.
+    num_shards: int | None = None
+    # Seconds between progress lines when stderr is not a terminal (SLURM logs).
+    progress_interval_s: float = 30.0
+
+
+@dataclass
+class RunConfig:
+    env: Any = MISSING
+    policy: Any = MISSING
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    logger: Any = None
+    seed: int = 1000
+    # auto: cuda when a GPU is visible, else cpu.
+    device: str = "auto"
+
+
+def register_schemas() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="run_schema", node=RunConfig)
+    cs.store(group="eval", name="schema", node=EvalConfig)
+
+
+register_schemas()
+
+# Keys Hydra's instantiate understands besides a dataclass's own fields.
+_INSTANTIATE_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
+
+
+def resolve_target(path: str, key: str) -> Any:
+    module_name, _, attr = path.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+        return getattr(module, attr)
+    except (ImportError, AttributeError) as err:
+        raise UserError(f"{key}._target_ '{path}' cannot be imported ({err}); check the class path") from err
+
+
+def validate_node(node: DictConfig, key: str) -> type:
+    """Check a `_target_` node against the dataclass it names: unknown keys and wrong types fail here."""
+    if not isinstance(node, DictConfig) or "_target_" not in node:
+        raise UserError(f"'{key}' must be a config with a _target_; choose one with {key}=<name>")
+    cls = resolve_target(node._target_, key)
+    if not dataclasses.is_dataclass(cls):
+        return cls
+    fields = {f.name for f in dataclasses.fields(cls)}
+    for name in node.keys():
+        if name not in fields and name not in _INSTANTIATE_KEYS:
+            valid = sorted(fields)
+            raise UserError(
+                f"unknown key '{key}.{name}'{did_you_mean(str(name), valid)}; valid keys: {', '.join(valid)}"
+            )
+    values = OmegaConf.masked_copy(node, [k for k in node.keys() if k not in _INSTANTIATE_KEYS])
+    try:
+        OmegaConf.merge(OmegaConf.structured(cls), values)
+    except OmegaConfBaseException as err:
+        full_key = getattr(err, "full_key", "") or ""
+        raise UserError(f"bad value for '{key}.{full_key}': {_first_line(err)}") from err
+    return cls
+
+
+def _first_line(err: Exception) -> str:
+    return str(err).strip().splitlines()[0]
+
+
+def validate(cfg: DictConfig) -> EvalConfig:
+    """Reject every bad value before any simulator, policy or file is created. Returns the typed eval config."""
+    for name in cfg.eval.keys():
+        if name not in {f.name for f in dataclasses.fields(EvalConfig)}:
+            valid = [f.name for f in dataclasses.fields(EvalConfig)]
+            raise UserError(
+                f"unknown key 'eval.{name}'{did_you_mean(str(name), valid)}; valid keys: {', '.join(valid)}"
+            )
+    ev: EvalConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(EvalConfig), cfg.eval))
+    if ev.batch_size is None:
+        ev.batch_size = available_cpus()
+    for name in ("n_episodes", "batch_size", "max_parallel_tasks"):
+        if getattr(ev, name) < 1:
+            raise UserError(f"eval.{name} must be at least 1, got {getattr(ev, name)}")
+    if ev.max_episodes_rendered < 0:
+        raise UserError(f"eval.max_episodes_rendered must be 0 or more, got {ev.max_episodes_rendered}")
+    if ev.progress_interval_s <= 0:
+        raise UserError(f"eval.progress_interval_s must be positive, got {ev.progress_interval_s}")
+    if ev.num_shards is not None and ev.num_shards < 1:
+        raise UserError(f"eval.num_shards must be at least 1, got {ev.num_shards}")
+    if ev.shard_id < 0:
+        raise UserError(f"eval.shard_id must be 0 or more, got {ev.shard_id}")
+    if ev.num_shards is None and ev.shard_id > 0:
+        raise UserError(
+            f"eval.shard_id={ev.shard_id} needs eval.num_shards; add eval.num_shards=<total number of shards>"
+        )
+    if ev.num_shards is not None and ev.shard_id >= ev.num_shards:
+        raise UserError(
+            f"eval.shard_id={ev.shard_id} is out of range for eval.num_shards={ev.num_shards}; "
+            f"shard ids run from 0 to {ev.num_shards - 1}"
+        )
+    if not isinstance(cfg.device, str) or not _valid_device(cfg.device):
+        raise UserError(f"device must be auto, cpu, cuda, cuda:<index> or mps, got '{cfg.device}'")
+    check_seeds(cfg.seed, ev.n_episodes)
+    policy_cls = validate_node(cfg.policy, "policy")
+    # Before the env's keys: a policy YAML may set env keys (metaworld_expert: env.obs_type) that only its env has.
+    if isinstance(cfg.env, DictConfig) and "_target_" in cfg.env:
+        check_policy_fits_env(policy_cls, resolve_target(cfg.env._target_, "env"))
+    validate_node(cfg.env, "env")
+    check_env_values(cfg.env)
+    check_devices(cfg)
+    return ev
+
+
+def available_cpus() -> int:
+    """CPU cores this process may run on (a SLURM allocation or taskset, not the whole node)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _valid_device(device: str) -> bool:
+    if device in ("auto", "cpu", "cuda", "mps"):
+        return True
+    return device.startswith("cuda:") and device[5:].isdigit()
+
+
+def instantiate_node(node: DictConfig) -> Any:
+    """The object a `_target_` node names; a UserError raised while building it reaches the user as it is."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    try:
+        return instantiate(node, _convert_="all")
+    except InstantiationException as err:
+        cause = err.__cause__
+        if isinstance(cause, UserError):
+            raise cause from None
+        raise

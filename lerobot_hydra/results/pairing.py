@@ -1,0 +1,205 @@
+"""Compare two sets of episode records, a baseline and a candidate: per task and overall, both success rates and
+the difference (candidate - baseline) with its 95% interval and a p-value.
+
+Episode k of a task has the same seed and initial state whatever the policy, checkpoint or env perturbation, so
+two result sets over the same tasks, episodes, seeds and initial states pair up episode for episode (by task,
+episode index and seed), and the comparison is paired (exact McNemar test, Newcombe's paired interval). Otherwise
+it is unpaired (Fisher's exact test, Newcombe's independent interval), and says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.core.records import EpisodeRecord
+from lerobot_hydra.results import aggregate as results
+from lerobot_hydra.results.stats import FISHER, MCNEMAR, Difference, PairCounts, paired_difference, unpaired_difference
+
+TaskKey = tuple[str, int]
+PairKey = tuple[str, int, int, int]  # task group, task id, episode index, seed
+
+
+@dataclass(frozen=True)
+class ResultSet:
+    """The episodes of one configuration: a run, a merged sweep combination, or several seeds of one."""
+
+    name: str
+    records: list[EpisodeRecord]
+
+    @property
+    def tasks(self) -> list[TaskKey]:
+        return list(dict.fromkeys((r.task_group, r.task_id) for r in self.records))
+
+    def of_task(self, task: TaskKey) -> list[EpisodeRecord]:
+        return [r for r in self.records if (r.task_group, r.task_id) == task]
+
+
+def pair_key(record: EpisodeRecord) -> PairKey:
+    return (record.task_group, record.task_id, record.episode_index, record.seed)
+
+
+def task_label(record: EpisodeRecord) -> str:
+    """As the results table names a task: its group alone when the task is its own group (a MetaWorld task asked
+    for by name), else group/id name."""
+    return results.task_label(record.task_group, record.task_id, record.task_name)
+
+
+def row_label(row: dict[str, Any]) -> str:
+    """A comparison row's task as task_label names it, or 'overall'."""
+    return results.task_label(row["task_group"], row["task_id"], row["task_name"]) if "task_group" in row else "overall"
+
+
+def pairing_problem(a: ResultSet, b: ResultSet) -> str | None:
+    """None when `a` and `b` hold the same episodes (tasks, episode indices, seeds, initial states); else what
+    differs, as a phrase naming the first difference."""
+    names: dict[TaskKey, str] = {(r.task_group, r.task_id): task_label(r) for r in [*b.records, *a.records]}
+    only_a = [t for t in a.tasks if t not in set(b.tasks)]
+    only_b = [t for t in b.tasks if t not in set(a.tasks)]
+    if only_a or only_b:
+        parts = [f"{_some(names[t] for t in ts)} only in {s.name}" for ts, s in ((only_a, a), (only_b, b)) if ts]
+        return f"different tasks ({'; '.join(parts)})"
+    for s in (a, b):
+        keys = [pair_key(r) for r in s.records]
+        if len(set(keys)) < len(keys):
+            return f"{s.name} records some episode twice"
+    for task in a.tasks:
+        ra, rb = a.of_task(task), b.of_task(task)
+        if len(ra) != len(rb):
+            return f"different episode counts ({names[task]}: {len(ra)} in {a.name}, {len(rb)} in {b.name})"
+        seeds_a, seeds_b = sorted(r.seed for r in ra), sorted(r.seed for r in rb)
+        if seeds_a != seeds_b or {pair_key(r) for r in ra} != {pair_key(r) for r in rb}:
+            return f"different seeds ({names[task]}: {_seeds(seeds_a)} in {a.name}, {_seeds(seeds_b)} in {b.name})"
+        by_key = {pair_key(r): r for r in rb}
+        for r in ra:
+            other = by_key[pair_key(r)].init_state_id
+            if r.init_state_id != other:
+                return (
+                    f"different initial states ({names[task]} episode {r.episode_index}: "
+                    f"{r.init_state_id} in {a.name}, {other} in {b.name})"
+                )
+    return None
+
+
+def compare(baseline: ResultSet, candidate: ResultSet, require_paired: bool = False) -> dict[str, Any]:
+    """The comparison of `candidate` against `baseline`, paired when their episodes pair up. With
+    `require_paired`, result sets that do not pair are refused (UserError naming the difference)."""
+    for side in (baseline, candidate):
+        if not side.records:
+            raise UserError(f"{side.name} holds no episodes to compare")
+    reason = pairing_problem(baseline, candidate)
+    if reason is not None and require_paired:
+        raise UserError(
+            f"{baseline.name} and {candidate.name} cannot be paired: {reason}; "
+            "run both with the same tasks, eval.n_episodes and seed, or compare them unpaired (without --paired)"
+        )
+    paired = reason is None
+    rows = []
+    for task in baseline.tasks:
+        if task in set(candidate.tasks):
+            records = baseline.of_task(task)
+            named = {"task_group": task[0], "task_id": task[1], "task_name": records[0].task_name}
+            rows.append({**named, **_row(records, candidate.of_task(task), paired)})
+    return {
+        "baseline": baseline.name,
+        "candidate": candidate.name,
+        "paired": paired,
+        "unpaired_reason": reason,
+        "test": MCNEMAR if paired else FISHER,
+        "per_task": rows,
+        "overall": _row(baseline.records, candidate.records, paired),
+    }
+
+
+def _row(base: Sequence[EpisodeRecord], cand: Sequence[EpisodeRecord], paired: bool) -> dict[str, Any]:
+    row: dict[str, Any] = {"n_baseline": len(base), "n_candidate": len(cand)}
+    if paired:
+        by_key = {pair_key(r): r.success for r in cand}
+        counts = PairCounts.of([(r.success, by_key[pair_key(r)]) for r in base])
+        diff = paired_difference(counts)
+        row.update(n_baseline_only=counts.baseline_only, n_candidate_only=counts.candidate_only)
+    else:
+        diff = unpaired_difference(sum(r.success for r in base), len(base), sum(r.success for r in cand), len(cand))
+    return {**row, **_percentages(diff)}
+
+
+def _percentages(diff: Difference) -> dict[str, Any]:
+    return {
+        "pc_baseline": 100.0 * diff.baseline,
+        "pc_candidate": 100.0 * diff.candidate,
+        "diff_pc": 100.0 * diff.estimate,
+        "ci95_diff_pc": [100.0 * diff.low, 100.0 * diff.high],
+        "p_value": diff.p_value,
+    }
+
+
+def describe(comparison: dict[str, Any]) -> str:
+    """'paired (...)' or 'unpaired: <why>', for headings."""
+    if comparison["paired"]:
+        n = comparison["overall"]["n_baseline"]
+        return f"paired ({n} episode pairs with the same tasks, seeds and initial states; {comparison['test']} test)"
+    return f"unpaired: {comparison['unpaired_reason']} ({comparison['test']} test)"
+
+
+def comparison_rows(comparison: dict[str, Any]) -> list[tuple[str, ...]]:
+    """Table rows (task, episodes, baseline, candidate, difference, 95% CI, p), the overall row last."""
+    out = []
+    for row in [*comparison["per_task"], comparison["overall"]]:
+        name = row_label(row)
+        n = str(row["n_baseline"]) if comparison["paired"] else f"{row['n_baseline']}/{row['n_candidate']}"
+        low, high = row["ci95_diff_pc"]
+        out.append(
+            (
+                name,
+                n,
+                f"{row['pc_baseline']:.1f}%",
+                f"{row['pc_candidate']:.1f}%",
+                f"{row['diff_pc']:+.1f}",
+                f"[{low:+.1f}, {high:+.1f}]",
+                format_p(row["p_value"]),
+            )
+        )
+    return out
+
+
+def comparison_header(comparison: dict[str, Any]) -> tuple[str, ...]:
+    episodes = "pairs" if comparison["paired"] else "episodes"
+    p = "McNemar p" if comparison["paired"] else "Fisher p"
+    return ("task", episodes, "baseline", "candidate", "difference", "95% CI", p)
+
+
+def format_comparison(comparison: dict[str, Any], title: str = "") -> str:
+    """A heading and one line per task and overall: rates, difference in points with its interval, p-value."""
+    lines = [title or f"{comparison['candidate']} vs baseline {comparison['baseline']}", f"  {describe(comparison)}"]
+    lines += align([comparison_header(comparison), *comparison_rows(comparison)], rule_before_last=True)
+    return "\n".join(lines)
+
+
+def align(table: list[tuple[str, ...]], rule_before_last: bool = False) -> list[str]:
+    """Columns padded to their widest cell: the first left-aligned, the others right-aligned; a rule under the
+    header (and above the last row)."""
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    lines = [
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+        for r in table
+    ]
+    rule = "-" * (sum(widths) + 2 * (len(widths) - 1))
+    body = [*lines[1:-1], rule, lines[-1]] if rule_before_last and len(lines) > 2 else lines[1:]
+    return [lines[0], rule, *body]
+
+
+def format_p(p: float) -> str:
+    return "<0.0001" if p < 1e-4 else f"{p:.4f}".rstrip("0").rstrip(".") if p < 1 else "1"
+
+
+def _some(items: Iterable[str], limit: int = 3) -> str:
+    items = list(items)
+    return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _seeds(seeds: list[int]) -> str:
+    if seeds and seeds == list(range(seeds[0], seeds[0] + len(seeds))) and len(seeds) > 2:
+        return f"seeds {seeds[0]}-{seeds[-1]}"
+    return "seeds " + _some(map(str, seeds), 4)

@@ -1,0 +1,191 @@
+"""Figures drawn from eval_info: success per task with its 95% interval, and success across a sweep.
+
+matplotlib is imported inside the functions and drawn through its Agg canvas (no pyplot, no global
+backend), so plotting is safe in any process and thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+SUCCESS_PLOT = "success_by_task.png"
+SWEEP_HEATMAP = "sweep_heatmap.png"
+COMPARISON_PLOT = "comparison_forest.png"
+LABEL_CHARS = 48
+DPI = 110
+
+
+def _short(text: str, limit: int = LABEL_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _task_label(task: dict[str, Any]) -> str:
+    name = str(task["task_name"])
+    return _short(name if name != task["task_group"] else f"{name} {task['task_id']}")
+
+
+def split_overrides(label: str) -> list[str]:
+    """'a=1,b=[x,y]' -> ['a=1', 'b=[x,y]']: commas inside brackets or braces belong to the value."""
+    parts, depth, current = [], 0, ""
+    for char in label:
+        if char in "[{(":
+            depth += 1
+        elif char in "]})":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    return [*parts, current] if label else []
+
+
+def distinct_labels(labels: Sequence[str]) -> list[str]:
+    """The overrides that tell combinations apart ('policy=a'), without those that all of them share."""
+    split = [split_overrides(label) for label in labels]
+    shared = set.intersection(*(set(parts) for parts in split)) if split else set()
+    out = []
+    for parts, label in zip(split, labels, strict=True):
+        out.append(",".join(p for p in parts if p not in shared) or label or "(default)")
+    return out
+
+
+def success_by_task(info: dict[str, Any], path: Path) -> Path:
+    """Horizontal bars of each task's success rate with its Wilson interval, tasks grouped and coloured by
+    group; the figure grows with the number of tasks so 50 labels stay readable."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    groups = list(info["per_group"])
+    rows: list[tuple[float, dict[str, Any]]] = []  # (y, task), top to bottom
+    y = 0.0
+    for group in groups:
+        for task in (t for t in info["per_task"] if t["task_group"] == group):
+            rows.append((y, task))
+            y -= 1.0
+        y -= 0.6  # gap between groups
+    height = 1.6 + 0.26 * (len(rows) + 0.6 * len(groups))
+    fig = Figure(figsize=(10.0, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    palette = [f"C{i % 10}" for i in range(len(groups))]
+    colour = dict(zip(groups, palette, strict=True))
+    ys = [y_pos for y_pos, _ in rows]
+    metrics = [t["metrics"] for _, t in rows]
+    pcs = [m["pc_success"] for m in metrics]
+    below = [max(0.0, m["pc_success"] - m["ci95_pc_success"][0]) for m in metrics]
+    above = [max(0.0, m["ci95_pc_success"][1] - m["pc_success"]) for m in metrics]
+    ax.barh(ys, pcs, height=0.72, color=[colour[t["task_group"]] for _, t in rows], alpha=0.85)
+    ax.errorbar(pcs, ys, xerr=[below, above], fmt="none", ecolor="black", elinewidth=1, capsize=3)
+    for y_pos, m in zip(ys, metrics, strict=True):
+        text = f"{m['pc_success']:.0f}% ({sum(m['successes'])}/{len(m['successes'])})"
+        ax.text(1.01, y_pos, text, transform=ax.get_yaxis_transform(), va="center", fontsize=8)
+    ax.set_yticks(ys, [_task_label(t) for _, t in rows], fontsize=8)
+    ax.set_ylim(min(ys, default=0.0) - 0.7, 0.7)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("success rate (%), bars: 95% Wilson interval")
+    ax.grid(axis="x", alpha=0.3)
+    overall = info["overall"]
+    ax.axvline(overall["pc_success"], color="black", linestyle="--", linewidth=1)
+    low, high = overall["ci95_pc_success"]
+    ax.set_title(
+        f"Success by task: overall {overall['pc_success']:.1f}% [{low:.1f}, {high:.1f}] "
+        f"over {overall['n_episodes']} episodes",
+        fontsize=10,
+    )
+    if len(groups) > 1:
+        handles = [
+            Patch(color=colour[g], label=f"{_short(g, 24)}: {s['pc_success']:.0f}% (n={s['n_episodes']})")
+            for g, s in info["per_group"].items()
+        ]
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(4, len(groups)), fontsize=8, frameon=False)
+    fig.savefig(path)
+    return path
+
+
+def sweep_heatmap(results: Sequence[tuple[str, dict[str, Any]]], path: Path) -> Path:
+    """Success of each swept configuration (rows, e.g. 'policy=a') on each task (columns), overall first."""
+    import matplotlib
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    columns: list[tuple[str, int]] = []
+    names: dict[tuple[str, int], str] = {}
+    for _, info in results:
+        for task in info["per_task"]:
+            key = (task["task_group"], task["task_id"])
+            if key not in names:
+                columns.append(key)
+                names[key] = _task_label(task)
+    values = np.full((len(results), len(columns) + 1), np.nan)
+    for r, (_, info) in enumerate(results):
+        values[r, 0] = info["overall"]["pc_success"]
+        by_key = {(t["task_group"], t["task_id"]): t["metrics"]["pc_success"] for t in info["per_task"]}
+        for c, key in enumerate(columns, start=1):
+            values[r, c] = by_key.get(key, np.nan)
+    width = 3.0 + 0.32 * (len(columns) + 1) + 0.06 * min(60, max((len(label) for label, _ in results), default=0))
+    height = 1.8 + 0.4 * len(results) + 0.055 * max((len(n) for n in names.values()), default=0)
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="lightgrey")
+    image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=0, vmax=100, aspect="auto")
+    labels = distinct_labels([label for label, _ in results])
+    ax.set_yticks(range(len(results)), [_short(label, 60) for label in labels], fontsize=8)
+    ax.set_xticks(range(len(columns) + 1), ["overall", *(names[k] for k in columns)], rotation=90, fontsize=7)
+    ax.axvline(0.5, color="white", linewidth=2)
+    if values.size <= 600:
+        for (r, c), value in np.ndenumerate(values):
+            if not np.isnan(value):
+                shade = "white" if value < 60 else "black"
+                ax.text(c, r, f"{value:.0f}", ha="center", va="center", fontsize=6, color=shade)
+    fig.colorbar(image, ax=ax, label="success rate (%)", fraction=0.03, pad=0.01)
+    ax.set_title("Success across the sweep", fontsize=10)
+    fig.savefig(path)
+    return path
+
+
+def comparison_forest(comparisons: Sequence[dict[str, Any]], baseline: str, path: Path) -> Path:
+    """Each configuration's difference from the baseline (points) with its 95% interval: its overall line, then
+    one per task; paired comparisons in blue, unpaired in orange."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from lerobot_hydra.results.pairing import format_p, row_label
+
+    rows: list[tuple[float, str, dict[str, Any], bool, bool]] = []  # (y, label, row, paired, is overall)
+    y = 0.0
+    for comparison in comparisons:
+        tasks = comparison["per_task"] if len(comparison["per_task"]) > 1 else []
+        rows.append((y, _short(comparison["candidate"], 60), comparison["overall"], comparison["paired"], True))
+        y -= 1.0
+        for task in tasks:
+            rows.append((y, "   " + _short(row_label(task)), task, comparison["paired"], False))
+            y -= 1.0
+        y -= 0.5
+    fig = Figure(figsize=(10.0, 1.6 + 0.3 * len(rows)), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for y_pos, _, row, paired, overall in rows:
+        colour = "C0" if paired else "C1"
+        low, high = row["ci95_diff_pc"]
+        ax.plot([low, high], [y_pos, y_pos], color=colour, linewidth=2.5 if overall else 1.2)
+        ax.plot([row["diff_pc"]], [y_pos], marker="D" if overall else "o", color=colour, markersize=6 if overall else 4)
+        text = f"{row['diff_pc']:+.0f} [{low:+.0f}, {high:+.0f}] p={format_p(row['p_value'])}"
+        ax.text(1.01, y_pos, text, transform=ax.get_yaxis_transform(), va="center", fontsize=8)
+    ys = [r[0] for r in rows]
+    ax.set_yticks(ys, [r[1] for r in rows], fontsize=8)
+    for tick, (*_, overall) in zip(ax.get_yticklabels(), rows, strict=True):
+        tick.set_fontweight("bold" if overall else "normal")
+    ax.axvline(0, color="black", linewidth=1)
+    ax.set_xlim(-105, 105)
+    ax.set_ylim(min(ys, default=0.0) - 0.7, 0.7)
+    ax.set_xlabel("success difference from the baseline (points); bars: 95% interval; blue paired, orange unpaired")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(f"Compared with the baseline {_short(baseline, 60)}", fontsize=10)
+    fig.savefig(path)
+    return path

@@ -1,0 +1,233 @@
+"""report.html: one self-contained page beside each eval_info.json (a run, a merged combination) and in the dir of
+a sweep of several combinations, to open from disk in any browser, without a server or network.
+
+A run's page: the results table with 95% intervals, the success plot, the first filmed episode of each task playing
+inline, and the provenance when eval_info has one. A sweep's page: the combinations (linked to their own pages),
+the multi-seed pools, the comparisons with the baseline, the heatmap and the forest plot. Plots are embedded as
+base64 PNG; videos are referenced by their relative path (they sit beside the page) rather than embedded, which
+would double their size. No external script, style sheet or font.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from lerobot_hydra.core.durable import write_text_atomic
+from lerobot_hydra.results.aggregate import ci_text, pc_text, table_rows
+
+REPORT_FILE = "report.html"
+_IMAGE_HEADINGS = {
+    "success_by_task": "Success by task",
+    "comparison_forest": "Differences from the baseline",
+    "sweep_heatmap": "Success across the sweep",
+}
+
+_CSS = """
+body { font: 14px/1.45 system-ui, -apple-system, "DejaVu Sans", sans-serif; margin: 24px; color: #1d1d1f; }
+h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 8px; } h3 { font-size: 15px; }
+p.sub { color: #555; margin: 0 0 16px; }
+table { border-collapse: collapse; margin: 6px 0 12px; }
+th, td { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }
+th { background: #f2f2f5; } td:first-child, th:first-child { text-align: left; }
+tr.group td { font-weight: 600; background: #fafafa; } tr.overall td { font-weight: 700; border-top: 2px solid #888; }
+td.kv { text-align: left; white-space: normal; word-break: break-all; font-family: monospace; }
+img { max-width: 100%; border: 1px solid #eee; }
+.videos { display: flex; flex-wrap: wrap; gap: 14px; }
+figure { margin: 0; } figcaption { font-size: 12px; color: #444; max-width: 320px; }
+video { width: 320px; background: #000; }
+.ok { color: #17803d; } .fail { color: #b3261e; }
+"""
+
+# Marks each video with data-state="loaded" once its first frame is decoded ("error" when it cannot play), and each
+# image once drawn, so that a headless browser (the tests) can tell that everything on the page shows.
+_SCRIPT = """
+const mark = (el, state) => { el.dataset.state = state; };
+for (const v of document.querySelectorAll("video")) {
+  v.addEventListener("loadeddata", () => mark(v, "loaded"));
+  v.addEventListener("error", () => mark(v, "error"));
+  if (v.readyState >= 2) mark(v, "loaded");
+}
+for (const img of document.querySelectorAll("img")) {
+  const done = () => mark(img, img.naturalWidth > 0 ? "loaded" : "error");
+  if (img.complete) done(); else { img.addEventListener("load", done); img.addEventListener("error", done); }
+}
+"""
+
+
+def run_report(info: dict[str, Any], out_dir: Path, title: str, images: Mapping[str, Path]) -> Path:
+    """Write `out_dir/report.html` for the eval_info `info` (video paths relative to `out_dir`)."""
+    overall = info["overall"]
+    parts = [
+        f"<h1>{_e(title)}</h1>",
+        f'<p class="sub">{_e(str(out_dir))}: {_rate(overall)} over {overall["n_episodes"]} episodes'
+        + (f", {overall['eval_s']:.0f} s" if isinstance(overall.get("eval_s"), (int, float)) else "")
+        + "</p>",
+        "<h2>Results</h2>",
+        _results_table(info),
+        *_images(images, ("success_by_task",)),
+        *_videos(info, out_dir),
+    ]
+    if isinstance(info.get("provenance"), Mapping) and info["provenance"]:
+        parts += ["<h2>Provenance</h2>", _table(("key", "value"), _flatten(info["provenance"]), kv=True)]
+    return _write(out_dir / REPORT_FILE, title, parts)
+
+
+def sweep_report(summary: dict[str, Any], sweep_dir: Path, images: Mapping[str, Path]) -> Path:
+    """Write `sweep_dir/report.html` for the content of sweep_summary.json."""
+    from lerobot_hydra.results.pairing import comparison_header, comparison_rows, describe
+
+    rows = []
+    for row in summary["combinations"]:
+        page = (sweep_dir / row["eval_info"]).parent / REPORT_FILE
+        name = _e(row["combination"] or "(default)")
+        if page.is_file():
+            name = f'<a href="{_e(_href(page, sweep_dir))}">{name}</a>'
+        rows.append([name, row["num_shards"], row["n_episodes"], pc_text(row["pc_success"]), _ci(row)])
+    parts = [
+        f"<h1>Sweep {_e(sweep_dir.name)}</h1>",
+        f'<p class="sub">{_e(str(sweep_dir))}: {len(rows)} combinations</p>',
+        "<h2>Combinations</h2>",
+        _table(("combination", "shards", "episodes", "success", "95% CI"), rows, escaped=True),
+    ]
+    for pool in summary.get("multi_seed", []):
+        pooled = pool["pooled"]
+        parts.append(f"<h2>{_e(pool['arm'] or 'The sweep')} over {len(pool['seeds'])} seeds</h2>")
+        parts.append(
+            f'<p class="sub">pooled {_rate(pooled)} over {pooled["n_episodes"]} episodes; spread across seeds '
+            f"(standard deviation) {pool['std_pc_success']:.1f} points</p>"
+        )
+        seed_rows = [[s["seed"], s["n_episodes"], f"{s['pc_success']:.1f}%", _ci(s)] for s in pool["per_seed"]]
+        seed_rows.append(["pooled", pooled["n_episodes"], f"{pooled['pc_success']:.1f}%", _ci(pooled)])
+        parts.append(_table(("seed", "episodes", "success", "95% CI"), seed_rows, last_is_total=True))
+    if summary.get("comparisons"):
+        parts.append(f"<h2>Compared with the baseline {_e(summary['baseline'])}</h2>")
+    for comparison in summary.get("comparisons", []):
+        parts.append(f"<h3>{_e(comparison['candidate'])} vs {_e(comparison['baseline'])}</h3>")
+        parts.append(f'<p class="sub">{_e(describe(comparison))}; difference = candidate - baseline, in points</p>')
+        header = comparison_header(comparison)
+        parts.append(_table(header, comparison_rows(comparison), last_is_total=True))
+    parts += _images(images, ("comparison_forest", "sweep_heatmap"))
+    return _write(sweep_dir / REPORT_FILE, f"Sweep {sweep_dir.name}", parts)
+
+
+def _results_table(info: dict[str, Any]) -> str:
+    header = ("task", "episodes", "successes", "success", "95% CI", "avg sum reward", "avg max reward")
+    rows: list[tuple[str, list[Any]]] = []
+    for row in table_rows(info):
+        m = row.summary
+        if row.kind == "task":
+            rewards = [_mean(m["sum_rewards"]), _mean(m["max_rewards"])]
+        else:
+            rewards = [_num(m["avg_sum_reward"]), _num(m["avg_max_reward"])]
+        cells = [row.label, row.n_episodes, row.successes, pc_text(m["pc_success"]), _ci(m), *rewards]
+        rows.append(("" if row.kind == "task" else row.kind, cells))
+    body = "".join(
+        f'<tr class="{cls}">' + "".join(f"<td>{_e(str(c))}</td>" for c in cells) + "</tr>" for cls, cells in rows
+    )
+    return f"<table><thead>{_header(header)}</thead><tbody>{body}</tbody></table>"
+
+
+def _videos(info: dict[str, Any], out_dir: Path) -> list[str]:
+    """The first filmed episode of each task, with its outcome."""
+    by_path = {e.get("video_path"): e for e in info.get("episodes", []) if e.get("video_path")}
+    figures = []
+    for task in info["per_task"]:
+        path = next((p for p in task["metrics"].get("video_paths", []) if (out_dir / p).is_file()), None)
+        if path is None:
+            continue
+        episode = by_path.get(path, {})
+        outcome = '<span class="ok">success</span>' if episode.get("success") else '<span class="fail">failure</span>'
+        caption = f"{_e(str(task['task_name']))}, episode {_e(str(episode.get('episode_index', '?')))}: {outcome}"
+        figures.append(
+            f'<figure><video src="{_e(quote(path))}" controls muted loop preload="auto"></video>'
+            f"<figcaption>{caption}</figcaption></figure>"
+        )
+    if not figures:
+        return []
+    return ["<h2>Videos</h2>", '<div class="videos">', *figures, "</div>"]
+
+
+def _images(images: Mapping[str, Path], keys: Sequence[str]) -> list[str]:
+    out = []
+    for key in keys:
+        path = images.get(key)
+        if path is not None and Path(path).is_file():
+            data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+            heading = _e(_IMAGE_HEADINGS.get(key, key))
+            out.append(f'<h2>{heading}</h2><img alt="{_e(key)}" src="data:image/png;base64,{data}">')
+    return out
+
+
+def _table(
+    header: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    escaped: bool = False,
+    kv: bool = False,
+    last_is_total: bool = False,
+) -> str:
+    rows = list(rows)
+    cell = (lambda c: str(c)) if escaped else (lambda c: _e(str(c)))
+    td = '<td class="kv">' if kv else "<td>"
+    body = []
+    for i, row in enumerate(rows):
+        cls = ' class="overall"' if last_is_total and i == len(rows) - 1 else ""
+        body.append(f"<tr{cls}>" + "".join(f"{td}{cell(c)}</td>" for c in row) + "</tr>")
+    return f"<table><thead>{_header(header)}</thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _header(cells: Sequence[str]) -> str:
+    return "<tr>" + "".join(f"<th>{_e(c)}</th>" for c in cells) + "</tr>"
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for key, value in data.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping) and value:
+            out.extend(_flatten(value, name))
+        else:
+            out.append((name, value if isinstance(value, str) else json.dumps(value, default=str)))
+    return out
+
+
+def _write(path: Path, title: str, parts: Sequence[str]) -> Path:
+    page = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head>\n<body>\n"
+        + "\n".join(parts)
+        + f"\n<script>{_SCRIPT}</script>\n</body></html>\n"
+    )
+    write_text_atomic(path, page)
+    return path
+
+
+def _href(target: Path, start: Path) -> str:
+    return quote(os.path.relpath(target, start))
+
+
+def _e(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _rate(summary: Mapping[str, Any]) -> str:
+    return f"{pc_text(summary['pc_success'])} {_ci(summary)}"
+
+
+def _ci(summary: Mapping[str, Any]) -> str:
+    return ci_text(summary.get("ci95_pc_success"))
+
+
+def _num(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, (int, float)) and value == value else "-"
+
+
+def _mean(values: Sequence[float]) -> str:
+    return _num(sum(values) / len(values)) if values else "-"
