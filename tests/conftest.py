@@ -110,11 +110,12 @@ def evaluate_here(out_dir: Path, *overrides: str, label: str = "") -> dict[str, 
     import lerobot_hydra.app.main  # noqa: F401  registers the schemas and resolvers
     from lerobot_hydra.app.evaluation import evaluate_config
     from lerobot_hydra.config.schema import validate
+    from lerobot_hydra.results.eval_info import to_eval_info
 
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module="lerobot_hydra.conf", version_base="1.3"):
             cfg = hydra_compose(config_name="config", overrides=list(overrides))
-            return evaluate_config(cfg, validate(cfg), out_dir, label)
+            return to_eval_info(evaluate_config(cfg, validate(cfg), out_dir, label))
     finally:
         GlobalHydra.instance().clear()

@@ -231,8 +231,8 @@ def test_the_sweeps_wandb_run_logs_the_comparisons_and_the_multi_seed_pools(tmp_
         for s in (1000, 2000)
     ]
     summary = sweep_summary(entries, tmp_path, "policy=a")
-    config = {"logger": {"_target_": "lerobot_hydra.sinks.wandb.WandbLoggerConfig", "mode": "offline"}}
-    publish_sweep([(e.name, e.info) for e in entries], tmp_path, summary, config)
+    config = {"logger": {"wandb": {"_target_": "lerobot_hydra.sinks.wandb.WandbLoggerConfig", "mode": "offline"}}}
+    publish_sweep([(e.name, e.results) for e in entries], tmp_path, summary, config)
     wandb.teardown()  # an offline run's file is written in the background: flush it before reading it back
     (run,) = offline_runs(tmp_path)
     assert run["job_type"] == "sweep" and run["config"]["run"]["baseline"] == "policy=a"

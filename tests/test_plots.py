@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from lerobot_hydra.core.labels import split_label
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.metaworld import task_catalog
-from lerobot_hydra.results.aggregate import aggregate
+from lerobot_hydra.results.aggregate import Results, aggregate
 from lerobot_hydra.sinks.plots import distinct_labels, success_by_task, sweep_heatmap
 from lerobot_hydra.sinks.publish import publish, publish_sweep
 
 
-def mt50_info(seed: int, groups: int = 4, per_group: int = 50) -> dict[str, Any]:
-    """eval_info of made-up outcomes over the real MetaWorld task names (10 episodes per task)."""
+def mt50_info(seed: int, groups: int = 4, per_group: int = 50) -> Results:
+    """Results of made-up outcomes over the real MetaWorld task names (10 episodes per task)."""
     rng = random.Random(seed)
     records = []
     for group, names in list(task_catalog()["difficulty_groups"].items())[:groups]:
@@ -73,3 +73,10 @@ def test_heatmap_rows_are_named_by_the_overrides_that_differ() -> None:
     labels = ["env.task=[a,b],logger=wandb,policy=x", "env.task=[a,b],logger=wandb,policy=y"]
     assert distinct_labels(labels) == ["policy=x", "policy=y"]
     assert distinct_labels(["", "policy=y"]) == ["(default)", "policy=y"]
+
+
+def test_heatmap_rows_keep_a_quoted_comma_inside_its_value() -> None:
+    # The plots' own splitter cut 'a,b' at its comma (rows "b'" and "c'"); core.labels.split_label does not.
+    labels = ["policy=x,tags='a,b'", "policy=x,tags='a,c'"]
+    assert distinct_labels(labels) == ["tags='a,b'", "tags='a,c'"]
+    assert split_label(labels[0]) == ["policy=x", "tags='a,b'"]

@@ -24,6 +24,7 @@ from lerobot_hydra.config.schema import instantiate_node, validate
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.records import EpisodeRecord, read_jsonl
 from lerobot_hydra.envs.base import TaskSpec
+from lerobot_hydra.results.eval_info import to_eval_info
 from lerobot_hydra.rollout.plan import TaskBlock, shard_plan
 from lerobot_hydra.sinks.store import RunStore
 from lerobot_hydra.sweep.callbacks import MergeShards
@@ -46,7 +47,7 @@ PROVENANCE_KEYS = {
 
 def evaluate(compose: Callable, out_dir: Path, *overrides: str) -> dict[str, Any]:
     cfg = compose(*overrides, "eval.max_episodes_rendered=0", "eval.use_async_envs=false", "device=cpu")
-    return evaluate_config(cfg, validate(cfg), out_dir, "")
+    return to_eval_info(evaluate_config(cfg, validate(cfg), out_dir, ""))
 
 
 def units(records: list[dict[str, Any]]) -> list[tuple[str, int, int]]:
@@ -226,7 +227,7 @@ def test_every_result_records_its_provenance_and_the_merge_checks_versions(tmp_p
         "eval.n_episodes=2",
         "eval.shard_id=0,1",
         "logger=wandb",
-        "logger.mode=offline",
+        "logger.wandb.mode=offline",
         out_dir=sweep,
         multirun=True,
     )

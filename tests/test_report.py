@@ -54,9 +54,9 @@ def test_a_run_writes_a_report_page_that_chromium_renders_with_its_videos_playin
 
 
 def test_the_provenance_is_shown_as_a_table_of_keys_and_values(tmp_path: Path) -> None:
-    info = aggregate([rec("reach-v3", k, k == 0) for k in range(3)], 1.0)
-    info["provenance"] = {"git": {"revision": "abc123", "dirty": False}, "packages": {"torch": "2.5<1>"}}
-    html = run_report(info, tmp_path, "Evaluation results", {}).read_text()
+    provenance = {"git": {"revision": "abc123", "dirty": False}, "packages": {"torch": "2.5<1>"}}
+    results = aggregate([rec("reach-v3", k, k == 0) for k in range(3)], 1.0, provenance)
+    html = run_report(results, tmp_path, "Evaluation results", {}).read_text()
     assert "<h2>Provenance</h2>" in html
     for key, value in (("git.revision", "abc123"), ("git.dirty", "false"), ("packages.torch", "2.5&lt;1&gt;")):
         assert f'<td class="kv">{key}</td><td class="kv">{value}</td>' in html

@@ -5,7 +5,10 @@ import math
 import pytest
 
 from lerobot_hydra.core.records import EpisodeRecord
-from lerobot_hydra.results.aggregate import aggregate, format_table, wilson_interval
+from lerobot_hydra.results.aggregate import aggregate
+from lerobot_hydra.results.eval_info import to_eval_info
+from lerobot_hydra.results.stats import wilson_interval
+from lerobot_hydra.results.table import format_table
 from lerobot_hydra.rollout.plan import shard_bounds, shard_plan
 
 
@@ -31,7 +34,8 @@ def test_aggregates_come_from_episodes_not_from_averages() -> None:
         record("a", 1, 1, False, 0.0),
         record("a", 1, 2, False, 0.0),
     ]
-    info = aggregate(recs, eval_s=8.0)
+    results = aggregate(recs, eval_s=8.0)
+    info = to_eval_info(results)
     assert info["per_group"]["a"]["pc_success"] == 50.0
     assert info["overall"]["n_episodes"] == 4
     assert info["overall"]["avg_sum_reward"] == 0.75
@@ -40,7 +44,7 @@ def test_aggregates_come_from_episodes_not_from_averages() -> None:
     assert task["task_group"] == "a" and task["task_id"] == 1
     assert task["metrics"]["successes"] == [True, False, False]
     assert task["metrics"]["sum_rewards"] == [2.0, 0.0, 0.0]
-    assert "overall" in format_table(info)
+    assert "overall" in format_table(results)
 
 
 def test_shards_are_contiguous_balanced_and_cover_every_unit_once() -> None:

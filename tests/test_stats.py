@@ -11,6 +11,7 @@ from scipy.stats import binomtest, fisher_exact
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.results.aggregate import aggregate
+from lerobot_hydra.results.eval_info import to_eval_info
 from lerobot_hydra.results.pairing import ResultSet, compare, pairing_problem
 from lerobot_hydra.results.stats import (
     PairCounts,
@@ -57,7 +58,7 @@ def test_pairs_that_all_agree_still_give_an_interval_around_zero() -> None:
 
 
 def test_success_intervals_are_scipys_wilson_interval() -> None:
-    info = aggregate([rec("reach-v3", k, k < 3) for k in range(7)], 1.0)
+    info = to_eval_info(aggregate([rec("reach-v3", k, k < 3) for k in range(7)], 1.0))
     ci = binomtest(3, 7).proportion_ci(method="wilson")
     assert info["overall"]["ci95_pc_success"] == pytest.approx([100 * ci.low, 100 * ci.high])
     assert wilson_interval(0, 0) == (0.0, 1.0)
@@ -96,8 +97,7 @@ def test_a_paired_comparison_counts_the_discordant_pairs_per_task_and_overall() 
 
 def entry(label: str, identity: dict, wins: int) -> SweepEntry:
     records = [rec("reach", k, k < wins, seed=identity["seed"] + k) for k in range(4)]
-    info = aggregate(records, 1.0)
-    return SweepEntry(label, label, 1, identity, info, Path("x"), [])
+    return SweepEntry(label, label, 1, identity, aggregate(records, 1.0), Path("x"), [])
 
 
 def test_combinations_that_differ_only_in_seed_pool_into_one_arm() -> None:

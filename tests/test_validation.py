@@ -15,7 +15,9 @@ from lerobot_hydra.config.schema import validate
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.gym import GymEnvConfig
-from lerobot_hydra.results.aggregate import aggregate, format_table
+from lerobot_hydra.results.aggregate import aggregate
+from lerobot_hydra.results.eval_info import to_eval_info
+from lerobot_hydra.results.table import format_table
 from tests.conftest import read_json, run_eval
 
 DEFAULT_POLICY_LINE = "policy=metaworld_expert (the default policy) works only with env=metaworld"
@@ -115,11 +117,11 @@ def test_a_shard_without_work_is_refused_before_anything_is_written(compose: Any
 
 
 def test_results_without_episodes_hold_null_not_nan() -> None:
-    info = aggregate([], 0.0)
-    text = json.dumps(info, allow_nan=False)
+    results = aggregate([], 0.0)
+    text = json.dumps(to_eval_info(results), allow_nan=False)
     overall = json.loads(text)["overall"]
     assert overall["pc_success"] is None and overall["avg_sum_reward"] is None and overall["eval_ep_s"] is None
-    assert "overall" in format_table(info)
+    assert "overall" in format_table(results)
 
 
 def test_results_writers_refuse_nan_and_infinity(tmp_path: Path) -> None:

@@ -74,7 +74,9 @@ def assert_metrics(run: dict[str, Any], info: dict[str, Any]) -> None:
 
 
 def test_offline_single_run_logs_metrics_tables_plot_and_videos(tmp_path: Path) -> None:
-    proc = run_eval(*TINY, "eval.max_episodes_rendered=1", "logger=wandb", "logger.mode=offline", out_dir=tmp_path)
+    proc = run_eval(
+        *TINY, "eval.max_episodes_rendered=1", "logger=wandb", "logger.wandb.mode=offline", out_dir=tmp_path
+    )
     info = read_json(tmp_path / "eval_info.json")
     (run,) = offline_runs(tmp_path / "wandb")
     assert run["job_type"] == "eval" and run["group"] == ""
@@ -161,9 +163,11 @@ def test_merged_run_logs_a_sample_of_the_shards_videos(tmp_path: Path) -> None:
         "env": {"task": "x"},
         "eval": {"shard_id": 1, "n_episodes": 3},
         "logger": {
-            "_target_": "lerobot_hydra.sinks.wandb.WandbLoggerConfig",
-            "mode": "offline",
-            "max_videos": 4,
+            "wandb": {
+                "_target_": "lerobot_hydra.sinks.wandb.WandbLoggerConfig",
+                "mode": "offline",
+                "max_videos": 4,
+            }
         },
     }
     publish_merged(info, sweep, "Merged", sweep_dir=sweep, label="policy=random", config=config, num_shards=2)
@@ -203,7 +207,7 @@ def test_wandb_failures_are_one_warning_and_never_fail_the_evaluation(tmp_path: 
         *TINY,
         "eval.max_episodes_rendered=0",
         "logger=wandb",
-        "logger.mode=online",
+        "logger.wandb.mode=online",
         out_dir=tmp_path / "b",
         env={"WANDB_API_KEY": "", "NETRC": str(tmp_path / "no-netrc"), "HOME": str(tmp_path)},
     )
@@ -212,9 +216,9 @@ def test_wandb_failures_are_one_warning_and_never_fail_the_evaluation(tmp_path: 
 
 
 def test_bad_logger_settings_fail_before_anything_runs(tmp_path: Path) -> None:
-    proc = run_eval(*TINY, "logger=wandb", "logger.mode=sometimes", out_dir=tmp_path, check=False)
+    proc = run_eval(*TINY, "logger=wandb", "logger.wandb.mode=sometimes", out_dir=tmp_path, check=False)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1].startswith("error: logger.mode must be one of online, offline")
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: logger.wandb.mode must be one of online, offline")
     assert not (tmp_path / "episodes.jsonl").exists()
     with pytest.raises(Exception, match="max_videos"):
         WandbLoggerConfig(max_videos=-1)

@@ -16,14 +16,15 @@ from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.gl import configure_mujoco_gl
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec, unique_tasks
 from lerobot_hydra.policies.base import PolicyConfig
-from lerobot_hydra.results.aggregate import aggregate
+from lerobot_hydra.results.aggregate import Results, aggregate
 from lerobot_hydra.rollout.lanes import evaluate
 from lerobot_hydra.rollout.plan import TaskBlock, plan_size, shard_plan
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.provenance import collect as collect_provenance
 from lerobot_hydra.rollout.runner import TaskWork
 from lerobot_hydra.rollout.stopping import RunInterrupted
-from lerobot_hydra.sinks.loggers import ExperimentLogger, build_logger, shard_run, single_run
+from lerobot_hydra.sinks.base import ExperimentLogger, build_loggers
+from lerobot_hydra.sinks.loggers import shard_run, single_run
 from lerobot_hydra.sinks.publish import publish, publish_shard
 from lerobot_hydra.sinks.store import RunStore
 from lerobot_hydra.sinks.video import VideoRecorder, without_missing_videos
@@ -52,13 +53,13 @@ def run_identity(cfg: DictConfig, eval_cfg: EvalConfig, checkpoint: dict[str, An
 
 def evaluate_config(
     cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label: str, on_locked: Callable[[], None] | None = None
-) -> dict[str, Any]:
+) -> Results:
     """`on_locked` runs once this process holds `out_dir` and its identity check passed (it saves `.hydra/`)."""
     configure_mujoco_gl()
     env_cfg = instantiate_node(cfg.env)
     if not isinstance(env_cfg, EnvConfig):
         raise UserError(f"env._target_ must name an EnvConfig subclass, got {type(env_cfg).__name__}")
-    logger = build_logger(cfg.get("logger"))
+    loggers = build_loggers(cfg.get("logger"))
     # The config only: the policy itself is built once the workers are starting.
     policy_cfg = instantiate_node(cfg.policy)
     if not isinstance(policy_cfg, PolicyConfig):
@@ -86,7 +87,7 @@ def evaluate_config(
             log.info(
                 "shard %d of %d: %d episodes over %d tasks", eval_cfg.shard_id, num_shards, plan_size(plan), len(work)
             )
-        return _run_and_publish(cfg, eval_cfg, env_cfg, policy_cfg, logger, store, work, label)
+        return _run_and_publish(cfg, eval_cfg, env_cfg, policy_cfg, loggers, store, work, label)
 
 
 def plan_work(tasks: list[TaskSpec], plan: list[TaskBlock], store: RunStore) -> list[TaskWork]:
@@ -106,11 +107,11 @@ def _run_and_publish(
     eval_cfg: EvalConfig,
     env_cfg: EnvConfig,
     policy_cfg: PolicyConfig,
-    logger: ExperimentLogger | None,
+    loggers: list[ExperimentLogger],
     store: RunStore,
     work: list[TaskWork],
     label: str,
-) -> dict[str, Any]:
+) -> Results:
     out_dir = store.out_dir
     num_shards = eval_cfg.num_shards or 1
     videos = video_recorder(eval_cfg, env_cfg, work, out_dir)
@@ -145,22 +146,22 @@ def _run_and_publish(
             videos.close()
         store.records[:] = without_missing_videos(store.records, out_dir)
         store.write()
-    info = {**aggregate(store.sorted_records(), store.eval_s), "provenance": store.header["provenance"]}
-    info["complete"] = store.complete
+    results = aggregate(store.sorted_records(), store.eval_s, store.header["provenance"], store.complete)
     prefix = ""
-    if interrupted is not None:  # partial results, marked so, quickly (SLURM kills soon): no plot, no logger
+    if interrupted is not None:  # partial results, marked so, quickly (SLURM kills soon): no plot, no loggers
         planned = sum(w.done + len(w.episodes) for w in work)
-        prefix, logger = interrupted.summarize(len(store.records), planned, store.episodes_path), None
+        prefix, loggers = interrupted.summarize(len(store.records), planned, store.episodes_path), []
+    quick = interrupted is not None
     if num_shards == 1:
-        run = single_run(cfg, out_dir, label) if logger is not None else None
-        publish(info, out_dir, prefix + "Evaluation results", logger=logger, run=run, quick=interrupted is not None)
+        run = single_run(cfg, out_dir, label) if loggers else None
+        publish(results, out_dir, prefix + "Evaluation results", loggers=loggers, run=run, quick=quick)
     else:
-        run = shard_run(cfg, out_dir, eval_cfg.shard_id, num_shards, label) if logger is not None else None
+        run = shard_run(cfg, out_dir, eval_cfg.shard_id, num_shards, label) if loggers else None
         title = f"Shard {eval_cfg.shard_id} of {num_shards} ({store.path}); the sweep's merge has the full results"
-        publish_shard(info, out_dir, prefix + title, logger=logger, run=run, quick=interrupted is not None)
+        publish_shard(results, out_dir, prefix + title, loggers=loggers, run=run, quick=quick)
     if interrupted is not None:
         raise interrupted
-    return info
+    return results
 
 
 def video_recorder(

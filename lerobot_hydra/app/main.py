@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -14,6 +13,7 @@ from omegaconf import DictConfig
 
 from lerobot_hydra.config import schema as schemas
 from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.results.aggregate import Results
 from lerobot_hydra.rollout.stopping import RunInterrupted, print_status, stop_signals
 from lerobot_hydra.sweep.cli import install_error_reporting, prepare_argv
 
@@ -23,8 +23,8 @@ log = logging.getLogger("lerobot_hydra")
 CONFIG_PATH = "pkg://lerobot_hydra.conf"
 
 
-def run(cfg: DictConfig) -> dict[str, Any]:
-    """Evaluate the composed config in Hydra's output dir; returns eval_info (or the shard summary)."""
+def run(cfg: DictConfig) -> Results:
+    """Evaluate the composed config in Hydra's output dir; returns its results (a shard's: its part)."""
     import copy
 
     from lerobot_hydra.app.evaluation import evaluate_config

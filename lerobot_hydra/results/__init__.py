@@ -1,4 +1,5 @@
 """Results from episode records.
 
-The one aggregation, LeRobot's eval_info layout, the console table, statistics and paired comparisons.
+The one aggregation into typed results (aggregate), LeRobot's eval_info layout (eval_info), the console table
+(table), statistics and paired comparisons.
 """

@@ -15,8 +15,8 @@ from typing import Any
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.records import EpisodeRecord
-from lerobot_hydra.results import aggregate as results
 from lerobot_hydra.results.stats import FISHER, MCNEMAR, Difference, PairCounts, paired_difference, unpaired_difference
+from lerobot_hydra.results.table import task_label as table_label
 
 TaskKey = tuple[str, int]
 PairKey = tuple[str, int, int, int]  # task group, task id, episode index, seed
@@ -44,12 +44,12 @@ def pair_key(record: EpisodeRecord) -> PairKey:
 def task_label(record: EpisodeRecord) -> str:
     """As the results table names a task: its group alone when the task is its own group (a MetaWorld task asked
     for by name), else group/id name."""
-    return results.task_label(record.task_group, record.task_id, record.task_name)
+    return table_label(record.task_group, record.task_id, record.task_name)
 
 
 def row_label(row: dict[str, Any]) -> str:
     """A comparison row's task as task_label names it, or 'overall'."""
-    return results.task_label(row["task_group"], row["task_id"], row["task_name"]) if "task_group" in row else "overall"
+    return table_label(row["task_group"], row["task_id"], row["task_name"]) if "task_group" in row else "overall"
 
 
 def pairing_problem(a: ResultSet, b: ResultSet) -> str | None:

@@ -1,70 +1,21 @@
-"""Experiment loggers: where a result set goes besides the files on disk (which stay the source of truth).
-
-`logger=<name>` selects a node in conf/logger/ whose `_target_` is a logger config with
-`log_results(info, out_dir, run, images)`. `RunMeta` says which run a result set belongs to: a single
-evaluation, one shard of a sweep, or the merge of a sweep's shards; shards and merges of one sweep share a
-group named after the sweep directory, and each gets a run id derived from the sweep, the combination and
-its role, so logging the same results again updates the run instead of adding one.
+"""Which run a result set belongs to (`base.RunMeta`): a single evaluation, one shard of a sweep, the merge of a
+sweep's shards, or a sweep's summary. Shards and merges of one sweep share a group named after the sweep directory,
+and each gets a run id derived from the sweep, the combination and its role, so logging the same results again
+updates the run instead of adding one.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
+
+from lerobot_hydra.sinks.base import RunMeta
 
 log = logging.getLogger("lerobot_hydra")
 
 EVAL, SHARD, MERGED, SWEEP = "eval", "shard", "merged", "sweep"
-
-
-@dataclass(frozen=True)
-class RunMeta:
-    """Which run a result set belongs to."""
-
-    job_type: str  # eval | shard | merged | sweep
-    # Stable identity: results logged under the same key go to the same run (a resumed shard, a re-run merge).
-    key: str
-    # Display name: `base_name` (the run or sweep dir) followed by `detail` (swept overrides, shard, merged).
-    base_name: str
-    detail: str
-    group: str | None
-    config: dict[str, Any]
-    # Shards leave media to the merged run.
-    log_videos: bool = True
-
-    @property
-    def name(self) -> str:
-        return f"{self.base_name} {self.detail}".strip()
-
-    @property
-    def run_id(self) -> str:
-        return hashlib.sha256(self.key.encode()).hexdigest()[:20]
-
-
-class ExperimentLogger(Protocol):
-    def log_results(self, info: dict[str, Any], out_dir: Path, run: RunMeta, images: dict[str, Path]) -> None:
-        """Log one result set; never raises (a logging failure is a warning, the files on disk remain)."""
-
-    def log_sweep(self, summary: dict[str, Any], out_dir: Path, run: RunMeta, images: dict[str, Path]) -> None:
-        """Log a sweep's summary (summary.sweep_summary: combinations, multi-seed pools, comparisons); never raises."""
-
-
-def build_logger(node: Any) -> ExperimentLogger | None:
-    """The logger configured by the `logger` node (None for logger=none); bad keys fail here, before any rollout."""
-    if node is None or len(node) == 0:
-        return None
-    from omegaconf import DictConfig, OmegaConf
-
-    from lerobot_hydra.config.schema import instantiate_node, validate_node
-
-    if not isinstance(node, DictConfig):
-        node = OmegaConf.create(dict(node))
-    validate_node(node, "logger")
-    return instantiate_node(node)
 
 
 def dir_name(path: Path) -> str:

@@ -1,4 +1,4 @@
-"""Figures drawn from eval_info: success per task with its 95% interval, and success across a sweep.
+"""Figures drawn from typed results: success per task with its 95% interval, and success across a sweep.
 
 matplotlib is imported inside the functions and drawn through its Agg canvas (no pyplot, no global
 backend), so plotting is safe in any process and thread.
@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from lerobot_hydra.core.labels import distinguishing_labels
+from lerobot_hydra.results.aggregate import Results, TaskSummary
 
 SUCCESS_PLOT = "success_by_task.png"
 SWEEP_HEATMAP = "sweep_heatmap.png"
@@ -21,49 +24,28 @@ def _short(text: str, limit: int = LABEL_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _task_label(task: dict[str, Any]) -> str:
-    name = str(task["task_name"])
-    return _short(name if name != task["task_group"] else f"{name} {task['task_id']}")
-
-
-def split_overrides(label: str) -> list[str]:
-    """'a=1,b=[x,y]' -> ['a=1', 'b=[x,y]']: commas inside brackets or braces belong to the value."""
-    parts, depth, current = [], 0, ""
-    for char in label:
-        if char in "[{(":
-            depth += 1
-        elif char in "]})":
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += char
-    return [*parts, current] if label else []
+def _task_label(task: TaskSummary) -> str:
+    name = task.task_name
+    return _short(name if name != task.task_group else f"{name} {task.task_id}")
 
 
 def distinct_labels(labels: Sequence[str]) -> list[str]:
     """The overrides that tell combinations apart ('policy=a'), without those that all of them share."""
-    split = [split_overrides(label) for label in labels]
-    shared = set.intersection(*(set(parts) for parts in split)) if split else set()
-    out = []
-    for parts, label in zip(split, labels, strict=True):
-        out.append(",".join(p for p in parts if p not in shared) or label or "(default)")
-    return out
+    return [d or label or "(default)" for d, label in zip(distinguishing_labels(labels), labels, strict=True)]
 
 
-def success_by_task(info: dict[str, Any], path: Path) -> Path:
+def success_by_task(results: Results, path: Path) -> Path:
     """Horizontal bars of each task's success rate with its Wilson interval, tasks grouped and coloured by
     group; the figure grows with the number of tasks so 50 labels stay readable."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    groups = list(info["per_group"])
-    rows: list[tuple[float, dict[str, Any]]] = []  # (y, task), top to bottom
+    groups = [g.group for g in results.groups]
+    rows: list[tuple[float, TaskSummary]] = []  # (y, task), top to bottom
     y = 0.0
-    for group in groups:
-        for task in (t for t in info["per_task"] if t["task_group"] == group):
+    for group in results.groups:
+        for task in group.tasks:
             rows.append((y, task))
             y -= 1.0
         y -= 0.6  # gap between groups
@@ -74,39 +56,39 @@ def success_by_task(info: dict[str, Any], path: Path) -> Path:
     palette = [f"C{i % 10}" for i in range(len(groups))]
     colour = dict(zip(groups, palette, strict=True))
     ys = [y_pos for y_pos, _ in rows]
-    metrics = [t["metrics"] for _, t in rows]
-    pcs = [m["pc_success"] for m in metrics]
-    below = [max(0.0, m["pc_success"] - m["ci95_pc_success"][0]) for m in metrics]
-    above = [max(0.0, m["ci95_pc_success"][1] - m["pc_success"]) for m in metrics]
-    ax.barh(ys, pcs, height=0.72, color=[colour[t["task_group"]] for _, t in rows], alpha=0.85)
+    tasks = [t for _, t in rows]
+    pcs = [t.pc_success or 0.0 for t in tasks]
+    below = [max(0.0, pc - t.ci95_pc_success[0]) for pc, t in zip(pcs, tasks, strict=True)]
+    above = [max(0.0, t.ci95_pc_success[1] - pc) for pc, t in zip(pcs, tasks, strict=True)]
+    ax.barh(ys, pcs, height=0.72, color=[colour[t.task_group] for t in tasks], alpha=0.85)
     ax.errorbar(pcs, ys, xerr=[below, above], fmt="none", ecolor="black", elinewidth=1, capsize=3)
-    for y_pos, m in zip(ys, metrics, strict=True):
-        text = f"{m['pc_success']:.0f}% ({sum(m['successes'])}/{len(m['successes'])})"
+    for y_pos, pc, t in zip(ys, pcs, tasks, strict=True):
+        text = f"{pc:.0f}% ({t.successes}/{t.n_episodes})"
         ax.text(1.01, y_pos, text, transform=ax.get_yaxis_transform(), va="center", fontsize=8)
-    ax.set_yticks(ys, [_task_label(t) for _, t in rows], fontsize=8)
+    ax.set_yticks(ys, [_task_label(t) for t in tasks], fontsize=8)
     ax.set_ylim(min(ys, default=0.0) - 0.7, 0.7)
     ax.set_xlim(0, 100)
     ax.set_xlabel("success rate (%), bars: 95% Wilson interval")
     ax.grid(axis="x", alpha=0.3)
-    overall = info["overall"]
-    ax.axvline(overall["pc_success"], color="black", linestyle="--", linewidth=1)
-    low, high = overall["ci95_pc_success"]
+    overall = results.overall
+    ax.axvline(overall.pc_success or 0.0, color="black", linestyle="--", linewidth=1)
+    low, high = overall.ci95_pc_success
     ax.set_title(
-        f"Success by task: overall {overall['pc_success']:.1f}% [{low:.1f}, {high:.1f}] "
-        f"over {overall['n_episodes']} episodes",
+        f"Success by task: overall {overall.pc_success or 0.0:.1f}% [{low:.1f}, {high:.1f}] "
+        f"over {overall.n_episodes} episodes",
         fontsize=10,
     )
     if len(groups) > 1:
         handles = [
-            Patch(color=colour[g], label=f"{_short(g, 24)}: {s['pc_success']:.0f}% (n={s['n_episodes']})")
-            for g, s in info["per_group"].items()
+            Patch(color=colour[g.group], label=f"{_short(g.group, 24)}: {g.pc_success or 0.0:.0f}% (n={g.n_episodes})")
+            for g in results.groups
         ]
         fig.legend(handles=handles, loc="outside lower center", ncol=min(4, len(groups)), fontsize=8, frameon=False)
     fig.savefig(path)
     return path
 
 
-def sweep_heatmap(results: Sequence[tuple[str, dict[str, Any]]], path: Path) -> Path:
+def sweep_heatmap(results: Sequence[tuple[str, Results]], path: Path) -> Path:
     """Success of each swept configuration (rows, e.g. 'policy=a') on each task (columns), overall first."""
     import matplotlib
     import numpy as np
@@ -115,18 +97,17 @@ def sweep_heatmap(results: Sequence[tuple[str, dict[str, Any]]], path: Path) -> 
 
     columns: list[tuple[str, int]] = []
     names: dict[tuple[str, int], str] = {}
-    for _, info in results:
-        for task in info["per_task"]:
-            key = (task["task_group"], task["task_id"])
-            if key not in names:
-                columns.append(key)
-                names[key] = _task_label(task)
+    for _, result in results:
+        for task in result.tasks:
+            if task.key not in names:
+                columns.append(task.key)
+                names[task.key] = _task_label(task)
     values = np.full((len(results), len(columns) + 1), np.nan)
-    for r, (_, info) in enumerate(results):
-        values[r, 0] = info["overall"]["pc_success"]
-        by_key = {(t["task_group"], t["task_id"]): t["metrics"]["pc_success"] for t in info["per_task"]}
+    for r, (_, result) in enumerate(results):
+        values[r, 0] = _pc(result.overall.pc_success)
+        by_key = {t.key: t.pc_success for t in result.tasks}
         for c, key in enumerate(columns, start=1):
-            values[r, c] = by_key.get(key, np.nan)
+            values[r, c] = _pc(by_key.get(key))
     width = 3.0 + 0.32 * (len(columns) + 1) + 0.06 * min(60, max((len(label) for label, _ in results), default=0))
     height = 1.8 + 0.4 * len(results) + 0.055 * max((len(n) for n in names.values()), default=0)
     fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
@@ -147,6 +128,10 @@ def sweep_heatmap(results: Sequence[tuple[str, dict[str, Any]]], path: Path) -> 
     ax.set_title("Success across the sweep", fontsize=10)
     fig.savefig(path)
     return path
+
+
+def _pc(pc: float | None) -> float:
+    return float("nan") if pc is None else pc
 
 
 def comparison_forest(comparisons: Sequence[dict[str, Any]], baseline: str, path: Path) -> Path:

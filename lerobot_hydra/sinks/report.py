@@ -20,7 +20,8 @@ from typing import Any
 from urllib.parse import quote
 
 from lerobot_hydra.core.durable import write_text_atomic
-from lerobot_hydra.results.aggregate import ci_text, pc_text, table_rows
+from lerobot_hydra.results.aggregate import Results, Summary
+from lerobot_hydra.results.table import ci_text, pc_text, table_rows
 
 REPORT_FILE = "report.html"
 _IMAGE_HEADINGS = {
@@ -61,21 +62,20 @@ for (const img of document.querySelectorAll("img")) {
 """
 
 
-def run_report(info: dict[str, Any], out_dir: Path, title: str, images: Mapping[str, Path]) -> Path:
-    """Write `out_dir/report.html` for the eval_info `info` (video paths relative to `out_dir`)."""
-    overall = info["overall"]
+def run_report(results: Results, out_dir: Path, title: str, images: Mapping[str, Path]) -> Path:
+    """Write `out_dir/report.html` for `results` (video paths relative to `out_dir`)."""
+    overall = results.overall
     parts = [
         f"<h1>{_e(title)}</h1>",
-        f'<p class="sub">{_e(str(out_dir))}: {_rate(overall)} over {overall["n_episodes"]} episodes'
-        + (f", {overall['eval_s']:.0f} s" if isinstance(overall.get("eval_s"), (int, float)) else "")
-        + "</p>",
+        f'<p class="sub">{_e(str(out_dir))}: {_rate(overall)} over {overall.n_episodes} episodes, '
+        f"{results.eval_s:.0f} s</p>",
         "<h2>Results</h2>",
-        _results_table(info),
+        _results_table(results),
         *_images(images, ("success_by_task",)),
-        *_videos(info, out_dir),
+        *_videos(results, out_dir),
     ]
-    if isinstance(info.get("provenance"), Mapping) and info["provenance"]:
-        parts += ["<h2>Provenance</h2>", _table(("key", "value"), _flatten(info["provenance"]), kv=True)]
+    if results.provenance:
+        parts += ["<h2>Provenance</h2>", _table(("key", "value"), _flatten(results.provenance), kv=True)]
     return _write(out_dir / REPORT_FILE, title, parts)
 
 
@@ -100,8 +100,9 @@ def sweep_report(summary: dict[str, Any], sweep_dir: Path, images: Mapping[str, 
         pooled = pool["pooled"]
         parts.append(f"<h2>{_e(pool['arm'] or 'The sweep')} over {len(pool['seeds'])} seeds</h2>")
         parts.append(
-            f'<p class="sub">pooled {_rate(pooled)} over {pooled["n_episodes"]} episodes; spread across seeds '
-            f"(standard deviation) {pool['std_pc_success']:.1f} points</p>"
+            f'<p class="sub">pooled {pc_text(pooled["pc_success"])} {_ci(pooled)} over {pooled["n_episodes"]} '
+            "episodes; spread across seeds (standard deviation)"
+            f" {pool['std_pc_success']:.1f} points</p>"
         )
         seed_rows = [[s["seed"], s["n_episodes"], f"{s['pc_success']:.1f}%", _ci(s)] for s in pool["per_seed"]]
         seed_rows.append(["pooled", pooled["n_episodes"], f"{pooled['pc_success']:.1f}%", _ci(pooled)])
@@ -117,16 +118,13 @@ def sweep_report(summary: dict[str, Any], sweep_dir: Path, images: Mapping[str, 
     return _write(sweep_dir / REPORT_FILE, f"Sweep {sweep_dir.name}", parts)
 
 
-def _results_table(info: dict[str, Any]) -> str:
+def _results_table(results: Results) -> str:
     header = ("task", "episodes", "successes", "success", "95% CI", "avg sum reward", "avg max reward")
     rows: list[tuple[str, list[Any]]] = []
-    for row in table_rows(info):
-        m = row.summary
-        if row.kind == "task":
-            rewards = [_mean(m["sum_rewards"]), _mean(m["max_rewards"])]
-        else:
-            rewards = [_num(m["avg_sum_reward"]), _num(m["avg_max_reward"])]
-        cells = [row.label, row.n_episodes, row.successes, pc_text(m["pc_success"]), _ci(m), *rewards]
+    for row in table_rows(results):
+        s = row.summary
+        rewards = [_num(s.avg_sum_reward), _num(s.avg_max_reward)]
+        cells = [row.label, s.n_episodes, s.successes, pc_text(s.pc_success), ci_text(s.ci95_pc_success), *rewards]
         rows.append(("" if row.kind == "task" else row.kind, cells))
     body = "".join(
         f'<tr class="{cls}">' + "".join(f"<td>{_e(str(c))}</td>" for c in cells) + "</tr>" for cls, cells in rows
@@ -134,19 +132,17 @@ def _results_table(info: dict[str, Any]) -> str:
     return f"<table><thead>{_header(header)}</thead><tbody>{body}</tbody></table>"
 
 
-def _videos(info: dict[str, Any], out_dir: Path) -> list[str]:
+def _videos(results: Results, out_dir: Path) -> list[str]:
     """The first filmed episode of each task, with its outcome."""
-    by_path = {e.get("video_path"): e for e in info.get("episodes", []) if e.get("video_path")}
     figures = []
-    for task in info["per_task"]:
-        path = next((p for p in task["metrics"].get("video_paths", []) if (out_dir / p).is_file()), None)
-        if path is None:
+    for task in results.tasks:
+        episode = next((r for r in task.records if r.video_path and (out_dir / r.video_path).is_file()), None)
+        if episode is None or episode.video_path is None:
             continue
-        episode = by_path.get(path, {})
-        outcome = '<span class="ok">success</span>' if episode.get("success") else '<span class="fail">failure</span>'
-        caption = f"{_e(str(task['task_name']))}, episode {_e(str(episode.get('episode_index', '?')))}: {outcome}"
+        outcome = '<span class="ok">success</span>' if episode.success else '<span class="fail">failure</span>'
+        caption = f"{_e(task.task_name)}, episode {episode.episode_index}: {outcome}"
         figures.append(
-            f'<figure><video src="{_e(quote(path))}" controls muted loop preload="auto"></video>'
+            f'<figure><video src="{_e(quote(episode.video_path))}" controls muted loop preload="auto"></video>'
             f"<figcaption>{caption}</figcaption></figure>"
         )
     if not figures:
@@ -217,17 +213,14 @@ def _e(text: str) -> str:
     return html.escape(text, quote=True)
 
 
-def _rate(summary: Mapping[str, Any]) -> str:
-    return f"{pc_text(summary['pc_success'])} {_ci(summary)}"
+def _rate(summary: Summary) -> str:
+    return f"{pc_text(summary.pc_success)} {ci_text(summary.ci95_pc_success)}"
 
 
-def _ci(summary: Mapping[str, Any]) -> str:
-    return ci_text(summary.get("ci95_pc_success"))
+def _ci(row: Mapping[str, Any]) -> str:
+    """The interval of a row of sweep_summary.json."""
+    return ci_text(row.get("ci95_pc_success"))
 
 
 def _num(value: Any) -> str:
     return f"{value:.3g}" if isinstance(value, (int, float)) and value == value else "-"
-
-
-def _mean(values: Sequence[float]) -> str:
-    return _num(sum(values) / len(values)) if values else "-"

@@ -10,14 +10,14 @@ Exit status: 0 compared, 2 a dir that holds no usable results or, with --paired,
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.core.records import EpisodeRecord, read_jsonl
+from lerobot_hydra.core.records import read_jsonl
+from lerobot_hydra.results.eval_info import EVAL_INFO_FILE, read_eval_info
 from lerobot_hydra.results.pairing import ResultSet, compare, format_comparison
 from lerobot_hydra.sinks.store import EPISODES_FILE
 
@@ -25,7 +25,6 @@ from lerobot_hydra.sinks.store import EPISODES_FILE
 def load_results(path: Path, name: str) -> ResultSet:
     """The episodes under `path`: from its shard files (merged and checked as lerobot-hydra-merge does; several
     seeds of one configuration pooled), else its eval_info.json's episodes, else its episodes.jsonl."""
-    from lerobot_hydra.sinks.publish import EVAL_INFO_FILE
     from lerobot_hydra.sinks.shard_file import find_shard_files
     from lerobot_hydra.sweep.merge import merge_sweep
     from lerobot_hydra.sweep.summary import group_arms, sweep_entry
@@ -36,7 +35,7 @@ def load_results(path: Path, name: str) -> ResultSet:
         result = merge_sweep(path, write=False)
         if not result.ok:
             raise UserError(f"{path} cannot be read as one result: {result.problems[0]}")
-        entries = [sweep_entry(c, info, path) for c, info in result.merged]
+        entries = [sweep_entry(c, results, path) for c, results in result.merged]
         arms = group_arms(entries)
         if len(arms) > 1:
             raise UserError(
@@ -48,9 +47,8 @@ def load_results(path: Path, name: str) -> ResultSet:
     info_path = path / EVAL_INFO_FILE
     if info_path.is_file():
         try:
-            info = json.loads(info_path.read_text(encoding="utf-8"))
-            return ResultSet(name, [EpisodeRecord.from_dict(e) for e in info["episodes"]])
-        except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:
+            return ResultSet(name, list(read_eval_info(info_path).episodes))
+        except ValueError as err:
             raise UserError(f"{info_path} has no readable episode records ({err}); re-run or merge it") from err
     records = read_jsonl(path / EPISODES_FILE)
     if not records:

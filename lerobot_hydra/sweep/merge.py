@@ -21,7 +21,6 @@ import contextlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from lerobot_hydra.core.commands import shell_command
 from lerobot_hydra.core.durable import remove_temporaries
@@ -29,7 +28,8 @@ from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.labels import distinguishing_labels, label_dir_name
 from lerobot_hydra.core.records import sort_records
 from lerobot_hydra.core.runlock import DirLock
-from lerobot_hydra.results.aggregate import aggregate
+from lerobot_hydra.results.aggregate import Results, aggregate
+from lerobot_hydra.results.eval_info import EVAL_INFO_FILE
 from lerobot_hydra.rollout import provenance
 from lerobot_hydra.sinks.shard_file import ShardFileError, find_shard_files, load_shard
 from lerobot_hydra.sweep.merge_checks import (
@@ -47,8 +47,8 @@ class MergeResult:
     problems: list[str] = field(default_factory=list)
     # How many of the problems are shards that were never started (a sweep over some shards expects those).
     missing: int = 0
-    # (combination, merged eval_info) of every combination that passed its checks
-    merged: list[tuple[Combination, dict[str, Any]]] = field(default_factory=list)
+    # (combination, merged results) of every combination that passed its checks
+    merged: list[tuple[Combination, Results]] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
 
     @property
@@ -56,14 +56,17 @@ class MergeResult:
         return not self.problems
 
 
-def merged_info(combo: Combination, out_dir: Path) -> dict[str, Any]:
-    """eval_info of the whole combination, aggregated from every episode record of its shards, with video paths
-    relative to `out_dir` (where it is written)."""
+def merged_results(combo: Combination, out_dir: Path) -> Results:
+    """The results of the whole combination, aggregated from every episode record of its shards, with video paths
+    relative to `out_dir` (where they are written)."""
     from lerobot_hydra.sinks.video import rebase_video_paths
 
     records = [r for s in combo.shards for r in rebase_video_paths(s.records, s.dir, out_dir)]
-    info = aggregate(sort_records(records, combo.shards[0].task_keys), sum(s.eval_s for s in combo.shards))
-    return {**info, "provenance": provenance.merged([s.provenance for s in combo.shards])}
+    return aggregate(
+        sort_records(records, combo.shards[0].task_keys),
+        sum(s.eval_s for s in combo.shards),
+        provenance.merged([s.provenance for s in combo.shards]),
+    )
 
 
 def merge_sweep(
@@ -110,7 +113,7 @@ def merge_sweep(
         result.problems.extend(problems + missing)
         result.missing += len(missing)
         if not problems and not missing:
-            result.merged.append((combo, merged_info(combo, output_dir(sweep_dir, combo, several))))
+            result.merged.append((combo, merged_results(combo, output_dir(sweep_dir, combo, several))))
     from lerobot_hydra.sweep.summary import baseline_problems  # (scipy) only once there is something to merge
 
     result.problems.extend(baseline_problems(baseline, combos))
@@ -146,16 +149,16 @@ def _publish(result: MergeResult, several: bool, baseline: str | None) -> None:
 
 def _write_merged(result: MergeResult, several: bool, baseline: str | None) -> None:
     from lerobot_hydra.sinks.loggers import saved_run_config
-    from lerobot_hydra.sinks.publish import EVAL_INFO_FILE, publish_merged
+    from lerobot_hydra.sinks.publish import publish_merged
     from lerobot_hydra.sweep.summary import publish_summary, sweep_entry
 
     entries = []
-    for combo, info in result.merged:
+    for combo, results in result.merged:
         if combo.num_shards > 1:
             out_dir = output_dir(result.sweep_dir, combo, several)
             title = f"Merged {combo.num_shards} shards" + (f" of {combo.name}" if combo.name else "")
             publish_merged(
-                info,
+                results,
                 out_dir,
                 title,
                 sweep_dir=result.sweep_dir,
@@ -167,7 +170,7 @@ def _write_merged(result: MergeResult, several: bool, baseline: str | None) -> N
             result.written.append(eval_info)
         else:
             eval_info = combo.shards[0].dir / EVAL_INFO_FILE
-        entries.append(sweep_entry(combo, info, eval_info))
+        entries.append(sweep_entry(combo, results, eval_info))
     if several and result.ok:
         config = saved_run_config(result.merged[0][0].shards[0].dir)
         result.problems.extend(publish_summary(entries, result.sweep_dir, baseline, config))

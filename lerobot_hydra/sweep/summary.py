@@ -5,7 +5,7 @@ Combinations whose configurations differ only in `seed` are one arm: its per-see
 pooled rate (`multi_seed`). Every other arm is compared with the baseline arm, paired when their episodes pair up
 (`pairing.compare`). The baseline is the sweep's first arm, or the one named by `baseline`: overrides (`policy=a`)
 or values (`a`) that exactly one arm's overrides hold. Written to `sweep_summary.json`, printed, and handed to
-`reporting.publish_sweep` (heatmap, forest plot, report page, the sweep's W&B run).
+`publish.publish_sweep` (heatmap, forest plot, report page, the sweep's W&B run).
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.labels import distinguishing_labels, split_label
 from lerobot_hydra.core.records import EpisodeRecord, sort_records
-from lerobot_hydra.results.aggregate import aggregate, rate_text
+from lerobot_hydra.results.aggregate import Results, Summary, aggregate
 from lerobot_hydra.results.pairing import ResultSet, align, compare, format_comparison
+from lerobot_hydra.results.table import rate_text
 from lerobot_hydra.sinks.shard_file import Shard
 from lerobot_hydra.sweep.baseline import SEED_KEY, holds
 
@@ -37,7 +38,7 @@ class SweepEntry:
     label: str  # all its overrides
     num_shards: int
     identity: dict[str, Any]  # its config fingerprint's content (env, policy, n_episodes, seed)
-    info: dict[str, Any]  # its merged eval_info
+    results: Results  # its merged results
     eval_info: Path
     run_dirs: list[Path]
 
@@ -47,7 +48,7 @@ class SweepEntry:
 
     @property
     def records(self) -> list[EpisodeRecord]:
-        return [EpisodeRecord.from_dict(e) for e in self.info["episodes"]]
+        return list(self.results.episodes)
 
 
 class Combination(Protocol):
@@ -111,10 +112,10 @@ def pick_baseline(arms: Sequence[Arm], spec: str | None) -> int:
     raise UserError(f"the baseline '{spec}' matches several configurations ({several}); name one of them fully")
 
 
-def sweep_entry(combo: Combination, info: dict[str, Any], eval_info: Path) -> SweepEntry:
-    """The summary's view of a merge's combination and its merged eval_info (`info`, written to `eval_info`)."""
+def sweep_entry(combo: Combination, results: Results, eval_info: Path) -> SweepEntry:
+    """The summary's view of a merge's combination and its merged `results` (written to `eval_info`)."""
     dirs = [s.dir for s in combo.shards]
-    return SweepEntry(combo.name, combo.label, combo.num_shards, combo.shards[0].identity, info, eval_info, dirs)
+    return SweepEntry(combo.name, combo.label, combo.num_shards, combo.shards[0].identity, results, eval_info, dirs)
 
 
 def baseline_problems(spec: str | None, combos: Sequence[Combination]) -> list[str]:
@@ -122,7 +123,7 @@ def baseline_problems(spec: str | None, combos: Sequence[Combination]) -> list[s
     configuration): one line, or none."""
     if not spec:
         return []
-    arms = group_arms(in_sweep_order([sweep_entry(c, {}, Path()) for c in combos]))
+    arms = group_arms(in_sweep_order([sweep_entry(c, aggregate([], 0.0), Path()) for c in combos]))
     if len(arms) < 2:
         return [f"the baseline '{spec}' has nothing to compare with: the sweep holds one configuration; leave it out"]
     try:
@@ -151,7 +152,7 @@ def sweep_summary(entries: Sequence[SweepEntry], sweep_dir: Path, baseline: str 
 
 
 def _row(entry: SweepEntry, arm: str, sweep_dir: Path) -> dict[str, Any]:
-    overall = entry.info["overall"]
+    overall = entry.results.overall
     path = entry.eval_info
     return {
         "combination": entry.name,
@@ -159,10 +160,8 @@ def _row(entry: SweepEntry, arm: str, sweep_dir: Path) -> dict[str, Any]:
         "arm": arm,
         "seed": entry.seed,
         "num_shards": entry.num_shards,
-        "n_episodes": overall["n_episodes"],
-        "pc_success": overall["pc_success"],
-        "ci95_pc_success": overall["ci95_pc_success"],
-        "eval_s": overall["eval_s"],
+        **_rate(overall),
+        "eval_s": entry.results.eval_s,
         "eval_info": str(path.relative_to(sweep_dir)) if path.is_relative_to(sweep_dir) else str(path),
     }
 
@@ -173,22 +172,18 @@ def multi_seed(arm: Arm) -> dict[str, Any]:
     entries = sorted(arm.entries, key=lambda e: str(e.seed))
     records = [r for e in entries for r in e.records]
     order = list(dict.fromkeys((r.task_group, r.task_id) for r in records))
-    pooled = aggregate(sort_records(records, order), sum(e.info["overall"].get("eval_s", 0.0) for e in entries))
+    pooled = aggregate(sort_records(records, order), sum(e.results.eval_s for e in entries))
     per_task = []
-    for task in pooled["per_task"]:
-        key = (task["task_group"], task["task_id"])
-        rates = [t["metrics"]["pc_success"] for e in entries for t in e.info["per_task"] if _key(t) == key]
-        m = task["metrics"]
+    for task in pooled.tasks:
+        rates = [t.pc_success for e in entries if (t := e.results.task(task.key)) is not None]
         per_task.append(
             {
-                "task_group": key[0],
-                "task_id": key[1],
-                "task_name": task["task_name"],
+                "task_group": task.task_group,
+                "task_id": task.task_id,
+                "task_name": task.task_name,
                 "per_seed_pc_success": rates,
                 "std_pc_success": statistics.stdev(rates) if len(rates) > 1 else None,
-                "n_episodes": len(m["successes"]),
-                "pc_success": m["pc_success"],
-                "ci95_pc_success": m["ci95_pc_success"],
+                **_rate(task),
             }
         )
     per_seed = [_seed_row(e) for e in entries]
@@ -197,23 +192,22 @@ def multi_seed(arm: Arm) -> dict[str, Any]:
         "seeds": [e.seed for e in entries],
         "per_seed": per_seed,
         "std_pc_success": statistics.stdev(s["pc_success"] for s in per_seed),
-        "pooled": {k: pooled["overall"][k] for k in ("n_episodes", "pc_success", "ci95_pc_success")},
+        "pooled": _rate(pooled.overall),
         "per_task": per_task,
     }
 
 
-def _key(task: dict[str, Any]) -> tuple[str, int]:
-    return (task["task_group"], task["task_id"])
+def _rate(summary: Summary) -> dict[str, Any]:
+    """A summary's episodes, success rate and interval, as sweep_summary.json's rows hold them."""
+    return {
+        "n_episodes": summary.n_episodes,
+        "pc_success": summary.pc_success,
+        "ci95_pc_success": list(summary.ci95_pc_success),
+    }
 
 
 def _seed_row(entry: SweepEntry) -> dict[str, Any]:
-    overall = entry.info["overall"]
-    return {
-        "seed": entry.seed,
-        "combination": entry.name,
-        **{k: overall[k] for k in ("n_episodes", "pc_success")},
-        "ci95_pc_success": overall["ci95_pc_success"],
-    }
+    return {"seed": entry.seed, "combination": entry.name, **_rate(entry.results.overall)}
 
 
 def in_sweep_order(entries: Sequence[SweepEntry]) -> list[SweepEntry]:
@@ -282,5 +276,5 @@ def publish_summary(
     path = sweep_dir / SUMMARY_FILE
     write_json_atomic(path, summary)
     print(format_sweep_summary(summary, f"Sweep summary ({path})"), flush=True)
-    publish_sweep([(e.name or "default", e.info) for e in entries], sweep_dir, summary, config)
+    publish_sweep([(e.name or "default", e.results) for e in entries], sweep_dir, summary, config)
     return []

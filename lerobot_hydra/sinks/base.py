@@ -1,0 +1,100 @@
+"""The experiment-logger contract: where a result set goes besides the files on disk (which stay the record).
+
+`logger` in the config is a mapping of sink name -> node whose `_target_` is a `LoggerConfig` (`logger=wandb`
+gives `{wandb: {...}}`; `logger=[wandb,csv]` or a YAML whose defaults list several combines them). Each config is
+validated against its dataclass, then `build()` returns an `ExperimentLogger`. `RunMeta` says which run a result set
+belongs to (see loggers.py for how each kind of run is named).
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.results.aggregate import Results
+
+LOGGER_KEY = "logger"
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    """Which run a result set belongs to."""
+
+    job_type: str  # eval | shard | merged | sweep
+    # Stable identity: results logged under the same key go to the same run (a resumed shard, a re-run merge).
+    key: str
+    # Display name: `base_name` (the run or sweep dir) followed by `detail` (swept overrides, shard, merged).
+    base_name: str
+    detail: str
+    group: str | None
+    config: dict[str, Any]
+    # Shards leave media to the merged run.
+    log_videos: bool = True
+
+    @property
+    def name(self) -> str:
+        return f"{self.base_name} {self.detail}".strip()
+
+    @property
+    def run_id(self) -> str:
+        return hashlib.sha256(self.key.encode()).hexdigest()[:20]
+
+
+class ExperimentLogger(Protocol):
+    def log_results(self, results: Results, out_dir: Path, run: RunMeta, images: dict[str, Path]) -> None:
+        """Log one result set (its video paths relative to `out_dir`); never raises (a failure is a warning)."""
+
+    def log_sweep(self, summary: dict[str, Any], out_dir: Path, run: RunMeta, images: dict[str, Path]) -> None:
+        """Log a sweep's summary (summary.sweep_summary: combinations, multi-seed pools, comparisons); never raises."""
+
+
+class LoggerConfig(abc.ABC):
+    """A sink's settings (a dataclass named by a `_target_` under `logger.<name>`)."""
+
+    @abc.abstractmethod
+    def build(self) -> ExperimentLogger:
+        """The logger these settings describe."""
+
+
+class SettingError(UserError):
+    """A sink setting with a bad value, raised by its config; reported as `logger.<name>.<setting> <problem>`."""
+
+    def __init__(self, setting: str, problem: str) -> None:
+        super().__init__(f"{setting} {problem}")
+        self.setting, self.problem = setting, problem
+
+
+def build_loggers(node: Any) -> list[ExperimentLogger]:
+    """The loggers the `logger` mapping configures (none for logger=none); bad keys or values fail here, before
+    any rollout."""
+    if not node:
+        return []
+    from omegaconf import DictConfig, OmegaConf
+
+    from lerobot_hydra.config.schema import instantiate_node, validate_node
+
+    if not isinstance(node, DictConfig):
+        node = OmegaConf.create(dict(node))
+    if "_target_" in node:
+        raise UserError(
+            f"'{LOGGER_KEY}' maps names to sinks ({LOGGER_KEY}: {{wandb: {{_target_: ...}}}}), not one sink; "
+            f"choose them with {LOGGER_KEY}=wandb or {LOGGER_KEY}=[wandb,csv]"
+        )
+    loggers = []
+    for name, sink in node.items():
+        key = f"{LOGGER_KEY}.{name}"
+        if not isinstance(sink, DictConfig) or "_target_" not in sink:
+            raise UserError(f"'{key}' must be a sink with a _target_; choose sinks with {LOGGER_KEY}=<name>")
+        validate_node(sink, key)
+        try:
+            config = instantiate_node(sink)
+        except SettingError as err:
+            raise UserError(f"{key}.{err.setting} {err.problem}") from None
+        if not isinstance(config, LoggerConfig):
+            raise UserError(f"{key}._target_ must name a LoggerConfig subclass, got {type(config).__name__}")
+        loggers.append(config.build())
+    return loggers
