@@ -69,3 +69,22 @@ def test_the_logger_mapping_builds_every_sink_and_names_a_bad_one_by_its_key(com
         build_loggers(compose("logger=csv", "+logger.csv.path=x.csv").logger)
     with pytest.raises(UserError, match=r"^'logger' maps names to sinks"):
         build_loggers({"_target_": "lerobot_hydra.sinks.csv_logger.CsvLoggerConfig"})
+
+
+def test_a_sweeps_summary_reaches_the_csv_sink(tmp_path: Path) -> None:
+    from lerobot_hydra.sinks.publish import publish_sweep
+    from lerobot_hydra.sweep.summary import sweep_summary
+    from tests.test_stats import entry
+
+    entries = [
+        entry(f"policy={p}", {"policy": p, "seed": 1000, "n_episodes": 4}, wins) for p, wins in (("a", 1), ("b", 3))
+    ]
+    summary = sweep_summary(entries, tmp_path, None)
+    config = {"logger": {"csv": {"_target_": "lerobot_hydra.sinks.csv_logger.CsvLoggerConfig"}}}
+    publish_sweep([(e.name, e.results) for e in entries], tmp_path, summary, config)
+    with open(tmp_path / "sweep_results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["combination"], float(r["pc_success"])) for r in rows] == [("policy=a", 25.0), ("policy=b", 75.0)]
+    assert [float(r["ci95_low"]) for r in rows] == pytest.approx(
+        [c["ci95_pc_success"][0] for c in summary["combinations"]]
+    )

@@ -124,8 +124,9 @@ def _safely(logger: ExperimentLogger, log_call: Callable[..., None], *args: Any)
     try:
         log_call(*args)
     except Exception as err:  # noqa: BLE001 - a logger never costs the results or the other loggers
-        log.warning("the logger %s failed (%s: %s); the results are on disk", type(logger).__name__,
-                    type(err).__name__, err)
+        log.warning(
+            "the logger %s failed (%s: %s); the results are on disk", type(logger).__name__, type(err).__name__, err
+        )
 
 
 def _draw(what: str, draw: Callable[..., Path], *args: Any) -> Path | None:
