@@ -62,6 +62,19 @@ def write_json_atomic(path: Path, data: Any, indent: int | None = 2) -> None:
     write_text_atomic(path, json.dumps(data, indent=indent, allow_nan=False))
 
 
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON object from `path`; ValueError when the file is not one (torn, edited, another kind of file)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise ValueError(f"not UTF-8 text: {err}") from err
+    except json.JSONDecodeError as err:
+        raise ValueError(str(err)) from err
+    if not isinstance(data, dict):
+        raise ValueError(f"a JSON {type(data).__name__}, not an object")
+    return data
+
+
 def remove_temporaries(directory: Path, suffix: str = TMP_SUFFIX) -> list[Path]:
     """Deletes the temporary files a killed writer left in `directory` (call it only while no one writes there)."""
     removed = []

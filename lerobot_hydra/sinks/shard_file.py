@@ -1,28 +1,49 @@
-"""Shard files on disk: finding them under a sweep dir and reading one into a `Shard`.
+"""The shard file, `shard_<k>_of_<N>.json` in a run dir: its schema (`SHARD_FORMAT`), written and read by
+`ShardFile` only.
 
-A shard file is only ever replaced whole (durable.py), so it is read complete or not at all; whether its
-run dir is locked by a live process (runlock.py) says whether the shard is still running.
+The run store (store.py) writes it when a run first starts (the header: fingerprint, identity, tasks, plan,
+provenance; `complete` false) and once more at the end (then with `complete`, `eval_s` and every record); the
+merge finds and loads them. A shard file is only ever replaced whole (durable.py), so it is read complete or
+not at all; whether its run dir is locked by a live process (runlock.py) says whether the shard is still running.
 """
 
 from __future__ import annotations
 
-import re
+import hashlib
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lerobot_hydra.core.commands import hydra_override, shell_command
-from lerobot_hydra.core.labels import is_shard_override
+from lerobot_hydra.core.durable import read_json_object, write_json_atomic
+from lerobot_hydra.core.labels import (
+    EPISODES_FILE,
+    SHARD_FILE_GLOB,
+    is_shard_override,
+    parse_shard_file_name,
+    shard_file_name,
+)
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.core.runlock import holder_if_locked
+from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.rollout.plan import TaskBlock
-from lerobot_hydra.sinks.store import EPISODES_FILE, other_format, read_json_object
 
-SHARD_FILE = re.compile(r"^shard_(\d+)_of_(\d+)\.json$")
+SHARD_FORMAT = "lerobot_hydra.shard/2"
+SHARD_FORMAT_FAMILY = "lerobot_hydra.shard/"
 
 
 class ShardFileError(Exception):
     """A shard file that cannot be used at all (unreadable, not JSON, not a shard file)."""
+
+
+class ShardFormatError(Exception):
+    """A JSON object that is not a shard file of this version; its message says what it is instead."""
+
+
+def fingerprint(identity: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -52,59 +73,125 @@ class Shard:
         return f"shard {self.shard_id} of {self.num_shards}"
 
 
+class ShardFile:
+    """One run dir's shard file: `header()` builds what `start()` and `finish()` write, `read()` and `load()`
+    read it back; no other code knows its fields."""
+
+    def __init__(self, path: Path) -> None:
+        ids = parse_shard_file_name(path.name)
+        if ids is None:
+            raise ValueError(f"{path.name} is not a shard file name")
+        self.path = path
+        self.shard_id, self.num_shards = ids
+
+    @classmethod
+    def of(cls, run_dir: Path, shard_id: int, num_shards: int) -> ShardFile:
+        return cls(run_dir / shard_file_name(shard_id, num_shards))
+
+    def others_in_dir(self) -> list[Path]:
+        """Shard files of other shards beside this one."""
+        return sorted(p for p in self.path.parent.glob(SHARD_FILE_GLOB) if p != self.path)
+
+    def header(
+        self,
+        identity: dict[str, Any],
+        label: str,
+        tasks: Sequence[TaskSpec],
+        plan: Sequence[TaskBlock],
+        provenance: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        return {
+            "format": SHARD_FORMAT,
+            "shard_id": self.shard_id,
+            "num_shards": self.num_shards,
+            "fingerprint": fingerprint(identity),
+            "identity": identity,
+            "label": label,
+            "tasks": [
+                {"task_group": t.group, "task_id": t.task_id, "name": t.name, "task": t.description} for t in tasks
+            ],
+            "plan": [block.to_dict() for block in plan],
+            "provenance": provenance,
+        }
+
+    def start(self, header: dict[str, Any]) -> None:
+        """The file of a started run: its header, not complete, without records (they go to episodes.jsonl)."""
+        write_json_atomic(self.path, {**header, "complete": False})
+
+    def finish(self, header: dict[str, Any], complete: bool, eval_s: float, records: list[EpisodeRecord]) -> None:
+        """The full file at a run's end: header, `complete`, `eval_s` and every record (sorted)."""
+        data = {**header, "complete": complete, "eval_s": eval_s, "episodes": [r.to_dict() for r in records]}
+        write_json_atomic(self.path, data)
+
+    def read(self) -> dict[str, Any]:
+        """The file's object, of this format. OSError: unreadable; ValueError: not a JSON object; ShardFormatError:
+        written by another version of lerobot_hydra, or not a shard file."""
+        data = read_json_object(self.path)
+        found = data.get("format")
+        if found == SHARD_FORMAT:
+            return data
+        if isinstance(found, str) and found.startswith(SHARD_FORMAT_FAMILY):
+            raise ShardFormatError(
+                f"was written by another version of lerobot_hydra (format {found}, this one reads {SHARD_FORMAT})"
+            )
+        raise ShardFormatError(f"is not a {SHARD_FORMAT} file")
+
+    def load(self) -> Shard:
+        """The shard, every field checked; a ShardFileError says what is wrong and how to go on."""
+        path = self.path
+        try:
+            data = self.read()
+        except OSError as err:
+            raise ShardFileError(f"{path} cannot be read ({err}); re-run that shard") from err
+        except ValueError as err:
+            raise ShardFileError(
+                f"{path} is not valid JSON ({err}); re-run that shard in place, which rebuilds it from the "
+                f"{EPISODES_FILE} beside it and keeps every recorded episode: "
+                f"{rerun_in_place(path.parent, self.shard_id, self.num_shards)}"
+            ) from err
+        except ShardFormatError as err:
+            raise ShardFileError(
+                f"{path} {err}; merge it with the version that wrote it, or move it out of the sweep dir"
+            ) from err
+        try:
+            shard = Shard(
+                path=path,
+                shard_id=int(data["shard_id"]),
+                num_shards=int(data["num_shards"]),
+                fingerprint=str(data["fingerprint"]),
+                identity=dict(data["identity"]),
+                label=str(data.get("label", "")),
+                complete=bool(data["complete"]),
+                eval_s=float(data.get("eval_s", 0.0)),
+                task_keys=[(str(t["task_group"]), int(t["task_id"])) for t in data["tasks"]],
+                plan=[TaskBlock.from_dict(b) for b in data["plan"]],
+                # Written with the records only at its end; a shard still running or killed has them in episodes.jsonl.
+                records=[EpisodeRecord.from_dict(r) for r in data.get("episodes", [])],
+                running=holder_if_locked(path.parent),
+                provenance=data.get("provenance"),
+            )
+        except (KeyError, TypeError, ValueError) as err:
+            raise ShardFileError(f"{path} lacks or garbles a field ({err!r}); re-run that shard") from err
+        if (shard.shard_id, shard.num_shards) != (self.shard_id, self.num_shards):
+            raise ShardFileError(
+                f"{path} holds shard {shard.shard_id} of {shard.num_shards}, not what its name says; re-run that shard"
+            )
+        return shard
+
+
 def find_shard_files(sweep_dir: Path) -> list[Path]:
     """Every shard file under `sweep_dir`, outside hidden folders (.submitit, .hydra)."""
     found = []
-    for path in sweep_dir.rglob("shard_*_of_*.json"):
+    for path in sweep_dir.rglob(SHARD_FILE_GLOB):
         relative = path.relative_to(sweep_dir).parts
-        if SHARD_FILE.match(path.name) and not any(part.startswith(".") for part in relative):
+        if parse_shard_file_name(path.name) and not any(part.startswith(".") for part in relative):
             found.append(path)
     return sorted(found)
 
 
 def load_shard(path: Path) -> Shard:
-    """The shard file at `path`, which is only ever replaced whole (never read half-written)."""
-    match = SHARD_FILE.match(path.name)
-    assert match is not None
-    try:
-        data = read_json_object(path)
-    except OSError as err:
-        raise ShardFileError(f"{path} cannot be read ({err}); re-run that shard") from err
-    except ValueError as err:
-        raise ShardFileError(
-            f"{path} is not valid JSON ({err}); re-run that shard in place, which rebuilds it from the "
-            f"{EPISODES_FILE} beside it and keeps every recorded episode: "
-            f"{rerun_in_place(path.parent, int(match[1]), int(match[2]))}"
-        ) from err
-    wrong_format = other_format(data)
-    if wrong_format is not None:
-        raise ShardFileError(
-            f"{path} {wrong_format}; merge it with the version that wrote it, or move it out of the sweep dir"
-        )
-    try:
-        shard = Shard(
-            path=path,
-            shard_id=int(data["shard_id"]),
-            num_shards=int(data["num_shards"]),
-            fingerprint=str(data["fingerprint"]),
-            identity=dict(data["identity"]),
-            label=str(data.get("label", "")),
-            complete=bool(data["complete"]),
-            eval_s=float(data.get("eval_s", 0.0)),
-            task_keys=[(str(t["task_group"]), int(t["task_id"])) for t in data["tasks"]],
-            plan=[TaskBlock.from_dict(b) for b in data["plan"]],
-            # Written with the records only at its end; a shard still running or killed has them in episodes.jsonl.
-            records=[EpisodeRecord.from_dict(r) for r in data.get("episodes", [])],
-            running=holder_if_locked(path.parent),
-            provenance=data.get("provenance"),
-        )
-    except (KeyError, TypeError, ValueError) as err:
-        raise ShardFileError(f"{path} lacks or garbles a field ({err!r}); re-run that shard") from err
-    if (shard.shard_id, shard.num_shards) != (int(match[1]), int(match[2])):
-        raise ShardFileError(
-            f"{path} holds shard {shard.shard_id} of {shard.num_shards}, not what its name says; re-run that shard"
-        )
-    return shard
+    """The shard file at `path` (one that `find_shard_files` found)."""
+    return ShardFile(path).load()
 
 
 def rerun_in_place(run_dir: Path, shard_id: int, num_shards: int) -> str:

@@ -1,10 +1,10 @@
 """A run's directory on disk: episodes flushed as they finish, the shard file, session times, and resume.
 
 The run holds the directory's lock (runlock.py) from start to end, so no second process writes there.
-`episodes.jsonl` is appended and fsynced per episode and is the source of truth. `shard_<k>_of_<N>.json`
-holds the config fingerprint, the tasks and the plan (per task, the first and last episode index of the
-shard's contiguous block); it is written atomically once when the run first starts (so a started shard is
-never mistaken for a missing one) and once more at the end, then with `complete`, `eval_s` and every record.
+`episodes.jsonl` is appended and fsynced per episode and is the source of truth. The shard file
+(shard_file.py) holds the config fingerprint, the tasks and the plan (per task, the first and last episode
+index of the shard's contiguous block); it is written atomically once when the run first starts (so a started
+shard is never mistaken for a missing one) and once more at the end, then with `complete`, `eval_s` and every record.
 `sessions.json` holds the evaluation time of every session that ran in the dir (rewritten by a heartbeat
 every few seconds), so time spent by a killed session still counts in `eval_s`. Resuming drops a torn last
 line of episodes.jsonl, deletes the temporary files a kill left behind, rebuilds a corrupt shard file from
@@ -13,8 +13,6 @@ the records, and runs the rest.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import socket
@@ -24,31 +22,22 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from lerobot_hydra.core.durable import remove_temporaries, write_json_atomic
+from lerobot_hydra.core.durable import read_json_object, remove_temporaries, write_json_atomic
 from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.core.labels import EPISODES_FILE
 from lerobot_hydra.core.records import EpisodeRecord, append_jsonl, read_jsonl, sort_records
 from lerobot_hydra.core.runlock import DirLock
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.rollout.plan import TaskBlock, plan_size
 from lerobot_hydra.rollout.provenance import check_resumed_versions
+from lerobot_hydra.sinks.shard_file import ShardFile, ShardFormatError
 from lerobot_hydra.sinks.video import remove_partial_videos
 
 log = logging.getLogger("lerobot_hydra")
 
-SHARD_FORMAT = "lerobot_hydra.shard/2"
-SHARD_FORMAT_FAMILY = "lerobot_hydra.shard/"
-EPISODES_FILE = "episodes.jsonl"
 SESSIONS_FILE = "sessions.json"
 # How often sessions.json is rewritten: a killed session's last seconds up to this are not counted.
 HEARTBEAT_S = 5.0
-
-
-def shard_file_name(shard_id: int, num_shards: int) -> str:
-    return f"shard_{shard_id}_of_{num_shards}.json"
-
-
-def fingerprint(identity: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
@@ -59,29 +48,6 @@ def diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
             out.extend(diff_keys(a.get(key), b.get(key), f"{prefix}.{key}" if prefix else str(key)))
         return out
     return [] if a == b else [prefix or "<root>"]
-
-
-def read_json_object(path: Path) -> dict[str, Any]:
-    """A JSON object from `path`; ValueError when the file is not one (torn, edited, another kind of file)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as err:
-        raise ValueError(f"not UTF-8 text: {err}") from err
-    except json.JSONDecodeError as err:
-        raise ValueError(str(err)) from err
-    if not isinstance(data, dict):
-        raise ValueError(f"a JSON {type(data).__name__}, not an object")
-    return data
-
-
-def other_format(data: dict[str, Any]) -> str | None:
-    """What is wrong with a parsed shard file's format, or None when it is this version's."""
-    found = data.get("format")
-    if found == SHARD_FORMAT:
-        return None
-    if isinstance(found, str) and found.startswith(SHARD_FORMAT_FAMILY):
-        return f"was written by another version of lerobot_hydra (format {found}, this one reads {SHARD_FORMAT})"
-    return f"is not a {SHARD_FORMAT} file"
 
 
 class RunStore:
@@ -99,22 +65,11 @@ class RunStore:
         provenance: dict[str, Any] | None = None,
     ) -> None:
         self.out_dir = out_dir
-        self.path = out_dir / shard_file_name(shard_id, num_shards)
+        self.shard_file = ShardFile.of(out_dir, shard_id, num_shards)
+        self.path = self.shard_file.path
         self.episodes_path = out_dir / EPISODES_FILE
         self.sessions_path = out_dir / SESSIONS_FILE
-        self.header: dict[str, Any] = {
-            "format": SHARD_FORMAT,
-            "shard_id": shard_id,
-            "num_shards": num_shards,
-            "fingerprint": fingerprint(identity),
-            "identity": identity,
-            "label": label,
-            "tasks": [
-                {"task_group": t.group, "task_id": t.task_id, "name": t.name, "task": t.description} for t in tasks
-            ],
-            "plan": [block.to_dict() for block in plan],
-            "provenance": provenance,
-        }
+        self.header = self.shard_file.header(identity, label, tasks, plan, provenance)
         self._task_order = [t.key for t in tasks]
         self._plan = {block.key: block.episodes for block in plan}
         self._planned_count = plan_size(plan)
@@ -153,13 +108,13 @@ class RunStore:
                 "%s %s; rebuilt it from %s (%d episodes recorded)", self.path, corrupt, EPISODES_FILE, self.resumed
             )
         if corrupt is not None or not self.path.exists():
-            write_json_atomic(self.path, {**self.header, "complete": False})
+            self.shard_file.start(self.header)
         self._write_sessions()
 
     def _check_previous(self) -> str | None:
         """Refuses a dir that holds another shard or configuration; returns why the shard file must be rebuilt
         (it is corrupt), or None."""
-        others = [p for p in self.out_dir.glob("shard_*_of_*.json") if p != self.path]
+        others = self.shard_file.others_in_dir()
         if others:
             raise UserError(
                 f"{self.out_dir} holds results of another shard ({others[0].name}); give this run its own output dir"
@@ -169,15 +124,13 @@ class RunStore:
                 raise UserError(f"{self.episodes_path} exists without {self.path.name}; use a new output directory")
             return None
         try:
-            previous = read_json_object(self.path)
+            previous = self.shard_file.read()
+        except ShardFormatError as err:
+            raise UserError(
+                f"{self.path} {err}; resume it with the version that started it, or choose a new output directory"
+            ) from err
         except ValueError as err:
             return f"was unreadable ({err})"
-        wrong_format = other_format(previous)
-        if wrong_format is not None:
-            raise UserError(
-                f"{self.path} {wrong_format}; resume it with the version that started it, or choose a new output "
-                "directory"
-            )
         self._check_identity(previous.get("fingerprint"), previous.get("identity", {}))
         check_resumed_versions(self.out_dir, previous.get("provenance"), self.header["provenance"])
         return None
@@ -246,13 +199,7 @@ class RunStore:
         """The full shard file, at the end: header, `complete`, `eval_s` and every record."""
         self._stopped = time.monotonic()
         eval_s = self._write_sessions()
-        data = {
-            **self.header,
-            "complete": self.complete,
-            "eval_s": eval_s,
-            "episodes": [r.to_dict() for r in self.sorted_records()],
-        }
-        write_json_atomic(self.path, data)
+        self.shard_file.finish(self.header, self.complete, eval_s, self.sorted_records())
 
     def close(self) -> None:
         """Stops the heartbeat, records this session's time and lets go of the dir."""

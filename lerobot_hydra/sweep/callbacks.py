@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lerobot_hydra.core.commands import shell_command
 from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.core.labels import parse_shard_file_name
 
 MERGE_COMMAND = "lerobot-hydra-merge"
 
@@ -146,4 +147,5 @@ def runs_some_shards(overrides: list[str]) -> bool:
 
 
 def _is_sharded(shard_file: Path) -> bool:
-    return not shard_file.name.endswith("_of_1.json")
+    ids = parse_shard_file_name(shard_file.name)
+    return ids is not None and ids[1] > 1

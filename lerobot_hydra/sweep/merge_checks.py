@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lerobot_hydra.core.commands import hydra_override, shell_command
-from lerobot_hydra.core.labels import is_shard_override, job_subdir, shard_dir_name
+from lerobot_hydra.core.labels import EPISODES_FILE, is_shard_override, job_subdir, shard_dir_name
 from lerobot_hydra.core.records import read_jsonl
 from lerobot_hydra.rollout.plan import plan_size, shard_plan
-from lerobot_hydra.sinks.shard_file import Shard, saved_overrides
-from lerobot_hydra.sinks.store import EPISODES_FILE, diff_keys, fingerprint
+from lerobot_hydra.sinks.shard_file import Shard, fingerprint, saved_overrides
+from lerobot_hydra.sinks.store import diff_keys
 
 # Hydra overrides that a re-run command must not copy: the sweep/run location is given explicitly.
 _LOCATION_OVERRIDES = ("hydra.sweep.dir=", "hydra.run.dir=", "hydra.sweep.subdir=", "hydra.mode=")
