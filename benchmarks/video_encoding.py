@@ -57,7 +57,7 @@ def timed_rollout(policy_type: type[RandomPolicy], length: int, filmed: bool) ->
         evaluate(
             cfg,
             [TaskWork(t, list(range(EPISODES))) for t in cfg.tasks()],
-            policy_type(action_space),
+            lambda: policy_type(action_space),
             pre,
             post,
             base_seed=0,
@@ -101,7 +101,7 @@ def rollout() -> tuple[float, float, int]:
 def render_cpu_s() -> float:
     """CPU seconds per 480x480 MetaWorld frame (OSMesa, all its threads)."""
     cfg = MetaWorldEnvConfig(task="reach-v3", obs_type="state")
-    env = cfg.make_env(cfg.tasks()[0], render=True)
+    env = cfg.build(cfg.tasks()[0], render=True)
     env.reset(seed=0)
     env.render()
     start = time.process_time()

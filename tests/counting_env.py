@@ -35,7 +35,7 @@ class CountingEnvConfig(EnvConfig):
 
         return spaces.Dict({"agent_pos": spaces.Box(-1e6, 1e6, (2,), np.float64)}), spaces.Box(-1, 1, (1,), np.float32)
 
-    def make_env(self, task: TaskSpec, render: bool) -> Any:
+    def build(self, task: TaskSpec, render: bool) -> Any:
         if self.camera:
             raise ValueError(f"Current sensor for observable {self.camera}_image is invalid.")
         return CountingEnv(Path(self.log_dir), task, self.fail_on_episode, self.step_sleep_s)

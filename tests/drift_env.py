@@ -46,7 +46,7 @@ class DriftEnvConfig(EnvConfig):
             observation["pixels"] = spaces.Box(0, 255, (IMAGE_SIZE, IMAGE_SIZE, 3), np.uint8)
         return spaces.Dict(observation), spaces.Box(-1, 1, (ACTION_DIM,), np.float32)
 
-    def make_env(self, task: TaskSpec, render: bool) -> Any:
+    def build(self, task: TaskSpec, render: bool) -> Any:
         return DriftEnv(self.pixels)
 
 

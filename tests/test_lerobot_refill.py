@@ -72,7 +72,7 @@ def run(
     records: list[Any] = []
     pre, post = env.build_processors()
     work = [TaskWork(task, list(range(EPISODES)) if episodes is None else episodes) for task in env.tasks()]
-    evaluate(env, work, policy, pre, post, 1000, batch_size, False, 1, records.append, Progress(60.0))
+    evaluate(env, work, lambda: policy, pre, post, 1000, batch_size, False, 1, records.append, Progress(60.0))
     del policy.select_action
     fields = ("episode_index", "seed", "success", "sum_reward", "max_reward", "steps")
     return sorted(tuple(dataclasses.asdict(r)[f] for f in fields) for r in records), steps

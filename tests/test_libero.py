@@ -131,7 +131,7 @@ def test_unknown_suite_lists_the_valid_ones() -> None:
 
 @pytest.mark.parametrize("obs_type", ["pixels_agent_pos", "pixels"])
 def test_yaml_pipeline_names_cameras_from_one_override(compose: Any, obs_type: str) -> None:
-    from lerobot_hydra.app.evaluation import instantiate_node
+    from lerobot_hydra.config.schema import instantiate_node
     from lerobot_hydra.envs.base import TaskSpec
 
     cfg = compose(
@@ -164,7 +164,7 @@ def libero_env() -> Iterator[Any]:
     from lerobot_hydra.envs.libero import LiberoEnvConfig
 
     cfg = LiberoEnvConfig(task="libero_spatial", task_ids=[0], observation_height=SIZE, observation_width=SIZE)
-    env = cfg.make_env(cfg.tasks()[0], render=True)
+    env = cfg.build(cfg.tasks()[0], render=True)
     yield env
     env.close()
 

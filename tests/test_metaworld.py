@@ -139,7 +139,7 @@ def test_observation_keys_follow_lerobot_convention() -> None:
     from lerobot_hydra.processors.observation import RAW_KEY, LeRobotLayout, MapObservationKeys
 
     cfg = MetaWorldEnvConfig(task="reach-v3", obs_type="pixels_agent_pos", observation_height=64, observation_width=64)
-    env = cfg.make_env(cfg.tasks()[0], render=False)
+    env = cfg.build(cfg.tasks()[0], render=False)
     obs, _ = env.reset(seed=0)
     env.close()
     batch = {RAW_KEY: {k: v[None] for k, v in obs.items()}, "task": ["Reach a goal position"]}

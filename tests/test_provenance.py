@@ -317,7 +317,7 @@ def test_metaworld_cameras_are_those_of_the_built_model(compose: Callable) -> No
 
     env_cfg = instantiate_node(compose("env.task=[reach-v3,door-open-v3]", "env.obs_type=state").env)
     for task in env_cfg.tasks():
-        sim = env_cfg.make_env(task, render=False)
+        sim = env_cfg.build(task, render=False)
         model = sim._env.model
         assert tuple(model.camera(i).name for i in range(model.ncam)) == model_cameras()
         sim.close()

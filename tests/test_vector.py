@@ -41,7 +41,7 @@ def run(
     evaluate(
         cfg,
         work,
-        policy or RandomPolicy(action_space),
+        policy or (lambda: RandomPolicy(action_space)),
         Pipeline([MapObservationKeys({}), LeRobotLayout()]),
         Pipeline([ToNumpyAction()]),
         base_seed=10,
@@ -117,7 +117,7 @@ class HandoverEnvConfig(CountingEnvConfig):
     """Task 0's last episode cannot end until task 1's simulator exists (or 10 s pass): it ends in time only
     if a sub-env left idle by task 0 builds task 1's simulator while that episode runs."""
 
-    def make_env(self, task: TaskSpec, render: bool) -> Any:
+    def build(self, task: TaskSpec, render: bool) -> Any:
         return HandoverEnv(Path(self.log_dir), task)
 
 

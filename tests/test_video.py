@@ -48,7 +48,7 @@ class FrameEnvConfig(EnvConfig):
 
         return spaces.Dict({"agent_pos": spaces.Box(-1e6, 1e6, (2,), np.float64)}), spaces.Box(-1, 1, (1,), np.float32)
 
-    def make_env(self, task: TaskSpec, render: bool) -> Any:
+    def build(self, task: TaskSpec, render: bool) -> Any:
         return FrameEnv(Path(self.log_dir), self.blank)
 
 
@@ -85,7 +85,7 @@ def rollout(cfg: FrameEnvConfig, run_dir: Path, n_episodes: int, filmed: int, ba
         evaluate(
             cfg,
             [TaskWork(t, list(range(n_episodes))) for t in cfg.tasks()],
-            RandomPolicy(action_space),
+            lambda: RandomPolicy(action_space),
             Pipeline([MapObservationKeys({}), LeRobotLayout()]),
             Pipeline([ToNumpyAction()]),
             base_seed=0,

@@ -1,4 +1,15 @@
-"""What every benchmark provides: its tasks, one simulator per task, observation spaces and processors."""
+"""The env contract: the config a `conf/env/*.yaml` names, and the simulator it builds for each task.
+
+Every extension area follows one rule: `_target_` names a config dataclass, its `build()` makes the object the
+rollout drives, and that object satisfies a Protocol of the area's base module. For envs:
+`_target_` -> an `EnvConfig` subclass -> `build(task, render)` -> a `TaskEnv` (one simulator for one task).
+The config also describes the benchmark without building anything: its tasks, the spaces of each task's
+simulator, the raw observation keys it can produce, its processors, provenance and worker preloads.
+
+Capabilities are declared on the config, never discovered: an env that can skip unread observations says so by
+overriding `without_unread`, one that knows its raw keys by `raw_observation_keys`. The keys of reset options
+and infos that the vector envs add on top are in envs/protocol.py.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +18,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lerobot_hydra.core.errors import UserError, did_you_mean
 
@@ -38,12 +49,33 @@ class TaskSpec:
         return f"{self.group}/{self.task_id}"
 
 
+class TaskEnv(Protocol):
+    """One task's simulator, as `EnvConfig.build` makes it (a gymnasium-style env without spaces: the config's
+    `spaces(task)` describes them)."""
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        """Start episode `options["episode_index"]` (k), placed deterministically from `seed` (and k). The info may
+        report the benchmark's initial-state id as `info["init_state_id"]`."""
+        ...
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        """(observation, reward, terminated, truncated, info), success reported as `info["is_success"]`."""
+        ...
+
+    def render(self) -> Any:
+        """An RGB frame (H, W, 3) of the current state, or None when the env cannot draw one."""
+        ...
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class EnvConfig:
-    """Base of every env config. Subclasses are dataclasses named by `_target_` in `conf/env/*.yaml`.
+    """Base of every env config. Subclasses are dataclasses named by `_target_` in `conf/env/*.yaml`; their
+    fields are the YAML's keys (checked against them before anything is built).
 
-    A subclass implements `tasks()`, `spaces()` and `make_env()`. `make_env()` runs inside the worker
-    process on first use, so no simulator or GL context is ever created in the parent process.
+    A subclass implements `tasks()`, `spaces()` and `build()`. `build()` runs inside the worker process on first
+    use, so no simulator or GL context is ever created in the parent process.
     """
 
     # A name, a comma-separated string, or a list (env.task=[a,b] on the command line).
@@ -63,17 +95,16 @@ class EnvConfig:
         raise NotImplementedError
 
     def spaces(self, task: TaskSpec) -> tuple[gym.Space, gym.Space]:
-        """(observation_space, action_space) of `make_env(task)`, known without creating a simulator."""
+        """(observation_space, action_space) of `build(task)`, known without creating a simulator."""
         raise NotImplementedError
 
-    def make_env(self, task: TaskSpec, render: bool) -> gym.Env:
-        """Create the simulator for `task`.
-
-        The env's `reset(seed=..., options={"episode_index": k})` must place episode `k` of the task
-        deterministically from the seed (and k), may report `info["init_state_id"]`, and `step()` must
-        report success as `info["is_success"]`. It also provides `render()` (an RGB frame) and `close()`.
-        """
+    def build(self, task: TaskSpec, render: bool) -> TaskEnv:
+        """The simulator for `task`; `render`: it will be asked for frames (videos) besides its observations."""
         raise NotImplementedError
+
+    def display_name(self) -> str:
+        """The env in messages (`building the <name> env failed`): by default its kind (MetaWorld, Libero, ...)."""
+        return type(self).__name__.removesuffix("EnvConfig")
 
     def raw_observation_keys(self) -> Iterable[str]:
         """Every raw observation key this benchmark can produce under any of its settings: the keys that

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from lerobot_hydra.core.errors import UserError
 
 if TYPE_CHECKING:
-    from lerobot_hydra.envs.base import EnvConfig, TaskSpec
+    from lerobot_hydra.envs.base import EnvConfig, TaskEnv, TaskSpec
 
 # Shorter values ('hd', 'v3') would be found in unrelated messages.
 MIN_VALUE_CHARS = 3
@@ -21,12 +21,13 @@ MIN_VALUE_CHARS = 3
 
 def env_label(config: EnvConfig) -> str:
     """The env in messages: its Gymnasium id, else its kind (MetaWorld, Libero, ...)."""
-    return getattr(config, "gym_id", "") or type(config).__name__.removesuffix("EnvConfig")
+    return config.display_name()
 
 
-def make_env(config: EnvConfig, task: TaskSpec, render: bool) -> Any:
+def build_env(config: EnvConfig, task: TaskSpec, render: bool) -> TaskEnv:
+    """`config.build(task, render)`, any error of it one UserError line naming the setting."""
     try:
-        return config.make_env(task, render=render)
+        return config.build(task, render=render)
     except UserError:
         raise
     except Exception as err:  # noqa: BLE001 - any constructor error is reported with the settings that caused it

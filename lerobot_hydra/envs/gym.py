@@ -84,8 +84,11 @@ class GymEnvConfig(EnvConfig):
     def spaces(self, task: TaskSpec) -> tuple[Any, Any]:
         return self._spec[1], self._spec[2]
 
-    def make_env(self, task: TaskSpec, render: bool) -> Any:
+    def build(self, task: TaskSpec, render: bool) -> Any:
         return GymTaskEnv(self, task, render)
+
+    def display_name(self) -> str:
+        return self.gym_id
 
     def worker_preload(self) -> list[str]:
         return [self.package] if self.package else []

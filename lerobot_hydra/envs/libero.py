@@ -150,7 +150,7 @@ class LiberoEnvConfig(EnvConfig):
             )
         return spaces.Dict(parts), spaces.Box(-1.0, 1.0, (ACTION_DIM,), np.float32)
 
-    def make_env(self, task: TaskSpec, render: bool) -> LiberoTaskEnv:
+    def build(self, task: TaskSpec, render: bool) -> LiberoTaskEnv:
         return LiberoTaskEnv(self, task)
 
     def without_unread(self, reads: set[str]) -> LiberoEnvConfig:

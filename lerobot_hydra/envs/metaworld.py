@@ -137,7 +137,7 @@ class MetaWorldEnvConfig(EnvConfig):
             parts["pixels"] = spaces.Box(0, 255, shape, np.uint8)
         return spaces.Dict(parts), spaces.Box(-1.0, 1.0, (4,), np.float32)
 
-    def make_env(self, task: TaskSpec, render: bool) -> Any:
+    def build(self, task: TaskSpec, render: bool) -> Any:
         return MetaWorldTaskEnv(self, task, render)
 
     def without_unread(self, reads: set[str]) -> MetaWorldEnvConfig:

@@ -1,4 +1,14 @@
-"""The interface the runner drives, and the base of every policy config."""
+"""The policy contract: the config a `conf/policy/*.yaml` names, and the object it builds for the runner.
+
+Every extension area follows one rule: `_target_` names a config dataclass, its `build()` makes the object the
+rollout drives, and that object satisfies a Protocol of the area's base module. For policies:
+`_target_` -> a `PolicyConfig` subclass -> `build(env, device)` -> a `Policy`.
+
+Capabilities are declared, never discovered: a policy class states what it can do by the Protocol it subclasses.
+`Policy` is the minimum (batches start and end together); a class that subclasses `RowResettablePolicy` says
+its per-episode state is per batch row, and the runner then starts a sub-env's next episode as soon as its
+previous one ends (`resets_rows`). A class that only happens to have a `reset_slots` method gets lockstep.
+"""
 
 from __future__ import annotations
 
@@ -11,14 +21,19 @@ if TYPE_CHECKING:
 
 
 class Policy(Protocol):
+    """What the runner drives. Subclass it (or `RowResettablePolicy`) to declare what the class provides."""
+
     def reset(self, task: TaskSpec, episode_seeds: Sequence[int | None]) -> None:
         """Start a batch of episodes of `task`; entry i is the seed of sub-env i's episode (None: idle)."""
+        ...
 
     def select_action(self, batch: dict[str, Any]) -> Any:
         """Actions for the whole batch, shape (batch, action_dim), as a tensor or an array."""
+        ...
 
     def fork(self) -> Policy:
         """A policy with its own per-episode state that shares this one's weights (for parallel tasks)."""
+        ...
 
 
 class RowResettablePolicy(Policy, Protocol):
@@ -27,11 +42,18 @@ class RowResettablePolicy(Policy, Protocol):
 
     def reset_slots(self, task: TaskSpec, seeds: dict[int, int]) -> None:
         """Start new episodes on the given batch rows only (row -> episode seed); the other rows continue."""
+        ...
+
+
+def resets_rows(policy: Policy) -> bool:
+    """Whether `policy`'s class declared `RowResettablePolicy` (subclasses it)."""
+    return RowResettablePolicy in type(policy).__mro__
 
 
 @dataclass
 class PolicyConfig:
-    """Base of every policy config. Subclasses are dataclasses named by `_target_` in `conf/policy/*.yaml`."""
+    """Base of every policy config. Subclasses are dataclasses named by `_target_` in `conf/policy/*.yaml`; their
+    fields are the YAML's keys (checked against them before anything is built)."""
 
     @classmethod
     def check_env(cls, env_cls: type) -> None:
@@ -43,7 +65,8 @@ class PolicyConfig:
         return None
 
     def build(self, env: EnvConfig, device: str) -> Policy:
-        """`device` is the top-level setting as configured (`auto` included; see `gl.resolve_device`)."""
+        """The policy for `env` (the env as configured). `device` is the top-level setting as the caller passes it
+        (`auto` included; see `gl.resolve_device`). Runs once per run, while the workers start."""
         raise NotImplementedError
 
     def identity(self) -> dict[str, Any] | None:

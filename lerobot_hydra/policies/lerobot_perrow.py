@@ -25,6 +25,7 @@ from typing import Any
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import TaskSpec
+from lerobot_hydra.policies.base import RowResettablePolicy
 from lerobot_hydra.policies.lerobot_noise import RowNoise
 from lerobot_hydra.policies.lerobot_runtime import LeRobotPolicy, rows_of
 
@@ -95,7 +96,7 @@ def rows_taken(value: Any, rows: list[int], size: int) -> Any:
     return [value[row] for row in rows]
 
 
-class PerRowLeRobotPolicy(LeRobotPolicy):
+class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy):
     """`reset_slots` starts an episode on some rows while the others continue (see the module docstring)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lerobot_hydra.envs.base import TaskSpec
+from lerobot_hydra.policies.base import RowResettablePolicy
 from lerobot_hydra.policies.lerobot_noise import GlobalRngState, row_seed
 from lerobot_hydra.policies.lerobot_runtime import LeRobotPolicy
 
@@ -34,7 +35,7 @@ def row_slice(batch: dict[str, Any], row: int, size: int) -> dict[str, Any]:
     }
 
 
-class RowwisePolicy:
+class RowwisePolicy(RowResettablePolicy):
     def __init__(self, base: LeRobotPolicy) -> None:
         assert base.noise is None, "a policy with per-row noise hooks runs batched"
         self.base = base

@@ -21,6 +21,7 @@ from typing import Any, Self
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import TaskSpec
+from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.policies.lerobot_noise import GlobalRngState, NoiseHooks, RowNoise
 
 
@@ -54,7 +55,7 @@ def as_task_list(task: Any, batch_size: int) -> list[str]:
     return tasks
 
 
-class LeRobotPolicy:
+class LeRobotPolicy(Policy):
     """`noise`: the hooks that give the policy's family per-row noise (see lerobot_noise.py); None for a
     deterministic family, or for one run row by row (lerobot_rowwise.py), which draws from torch's global
     generators."""

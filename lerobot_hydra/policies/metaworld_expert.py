@@ -11,7 +11,7 @@ import numpy as np
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
-from lerobot_hydra.policies.base import PolicyConfig
+from lerobot_hydra.policies.base import PolicyConfig, RowResettablePolicy
 
 STATE_KEY = "observation.environment_state"
 
@@ -54,7 +54,7 @@ def expert_for(task_name: str) -> Any:
     return getattr(metaworld.policies, task_catalog()["expert_policies"][task_name])()
 
 
-class MetaWorldExpertPolicy:
+class MetaWorldExpertPolicy(RowResettablePolicy):
     def __init__(self) -> None:
         self._expert: Any = None
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
-from lerobot_hydra.policies.base import PolicyConfig
+from lerobot_hydra.policies.base import PolicyConfig, RowResettablePolicy
 
 # Keeps the policy's random stream apart from the simulator's, which is seeded with the same episode seed.
 SEED_OFFSET = 7919
@@ -26,7 +26,7 @@ class RandomPolicyConfig(PolicyConfig):
         return RandomPolicy(action_space)
 
 
-class RandomPolicy:
+class RandomPolicy(RowResettablePolicy):
     def __init__(self, action_space: Any) -> None:
         self.action_space = action_space
         self._spaces: list[Any] = []

@@ -11,7 +11,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import threading
 from collections.abc import Callable
-from typing import cast
 
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import EnvConfig
@@ -26,7 +25,7 @@ from lerobot_hydra.vector.task_envs import TaskVectorEnv, close_task_vector_envs
 def evaluate(
     env_cfg: EnvConfig,
     work: list[TaskWork],
-    policy: Policy | Callable[[], Policy],
+    build_policy: Callable[[], Policy],
     env_pre: Pipeline,
     env_post: Pipeline,
     base_seed: int,
@@ -41,8 +40,8 @@ def evaluate(
     """Run every task's remaining episodes, `max_parallel_tasks` tasks at a time, each lane with its own
     workers and its own policy state.
 
-    `policy` may be a function that builds it: the workers then start, and begin building their first task's
-    simulators, while it runs (policy loading and simulator creation both take seconds).
+    `build_policy` makes the policy (a built one: `lambda: policy`); the workers start, and begin building their
+    first task's simulators, while it runs (policy loading and simulator creation both take seconds).
     """
     work = [w for w in work if w.episodes]
     if not work:
@@ -74,18 +73,14 @@ def evaluate(
 
     opened: list[dict[str, dict[int, TaskVectorEnv]]] = []
     try:
-        if hasattr(policy, "select_action"):
-            built = cast(Policy, policy)
-            lane_vecs = [start_lane(lane) for lane in lanes]
-        else:
-            with cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="env-start") as starter:
-                started = starter.submit(lambda: [start_lane(lane) for lane in lanes])
-                try:
-                    built = cast(Callable[[], Policy], policy)()
-                except BaseException:
-                    started.exception()  # let the start finish, so that every worker it opened is closed below
-                    raise
-                lane_vecs = started.result()
+        with cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="env-start") as starter:
+            started = starter.submit(lambda: [start_lane(lane) for lane in lanes])
+            try:
+                built = build_policy()
+            except BaseException:
+                started.exception()  # let the start finish, so that every worker it opened is closed below
+                raise
+            lane_vecs = started.result()
         if n_lanes == 1:
             run_lane(lanes[0], lane_vecs[0], built)
             return

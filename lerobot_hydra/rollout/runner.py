@@ -18,7 +18,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.envs.build_errors import env_label
 from lerobot_hydra.envs.protocol import EPISODES_KEY, INIT_STATE_KEY, RESET_MASK_KEY
-from lerobot_hydra.policies.base import Policy
+from lerobot_hydra.policies.base import Policy, RowResettablePolicy, resets_rows
 from lerobot_hydra.processors.observation import RAW_KEY
 from lerobot_hydra.processors.pipeline import Pipeline
 from lerobot_hydra.rollout.filming import FilmedEpisode, Filming
@@ -114,7 +114,7 @@ def _run_batch(
     is pending, a sub-env without one starts building `next_task`'s simulator (in its worker).
     """
     n = vec.num_envs
-    refill = callable(getattr(ctx.policy, "reset_slots", None))
+    refill = resets_rows(ctx.policy)
     running: list[_Episode | None] = [None] * n
     try:
         starts = {i: pending.popleft() for i in range(n) if pending}
@@ -180,7 +180,7 @@ def _start(
     if first:
         ctx.policy.reset(task, [seeds.get(i) for i in range(vec.num_envs)])
     else:
-        ctx.policy.reset_slots(task, seeds)  # type: ignore[attr-defined]
+        cast(RowResettablePolicy, ctx.policy).reset_slots(task, seeds)
     now = time.perf_counter()
     for i, (k, seed) in starts.items():
         init_state = int(info[INIT_STATE_KEY][i])

@@ -25,7 +25,7 @@ import gymnasium as gym
 import numpy as np
 
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
-from lerobot_hydra.envs.build_errors import make_env
+from lerobot_hydra.envs.build_errors import build_env
 from lerobot_hydra.envs.protocol import EPISODES_KEY, INIT_STATE_KEY
 
 
@@ -86,7 +86,7 @@ class SlotEnv(gym.Env):
         task's simulator is closed first, as in `bind`)."""
         self.bind(config, task, render)
         if self._env is None:
-            self._env = make_env(config, task, render)
+            self._env = build_env(config, task, render)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         episode = (options or {}).get(EPISODES_KEY, [None] * (self.slot + 1))[self.slot]
@@ -99,7 +99,7 @@ class SlotEnv(gym.Env):
         episode_index, episode_seed = episode
         super().reset(seed=episode_seed)
         if self._env is None:
-            self._env = make_env(self._config, self._task, self._render)
+            self._env = build_env(self._config, self._task, self._render)
         obs, info = self._env.reset(seed=episode_seed, options={"episode_index": episode_index})
         self._active, self._done, self._last_obs = True, False, obs
         init_state = info.get(INIT_STATE_KEY)
