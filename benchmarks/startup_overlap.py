@@ -31,7 +31,7 @@ import functools, json, sys
 sys.path.insert(0, {root!r})
 from lerobot_hydra.app.autotune import compose
 from lerobot_hydra.vector.task_envs import prestart_workers
-from lerobot_hydra.app.evaluation import instantiate_node
+from lerobot_hydra.config.schema import instantiate_node
 from lerobot_hydra.core.gl import configure_mujoco_gl
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.lanes import evaluate
@@ -45,7 +45,7 @@ if __name__ == "__main__":
     build = functools.partial(policy_cfg.build, env_cfg, "cpu")
     records = []
     evaluate(
-        env_cfg, [TaskWork(t, [0, 1]) for t in env_cfg.tasks()], build if {overlap} else build(),
+        env_cfg, [TaskWork(t, [0, 1]) for t in env_cfg.tasks()], build if {overlap} else (lambda built=build(): built),
         *env_cfg.build_processors(), base_seed=1000, batch_size=2, use_async=True, max_parallel_tasks=1,
         on_record=records.append, progress=Progress(600.0, tty=False),
     )

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 from lerobot_hydra.app.autotune import compose  # noqa: E402
-from lerobot_hydra.app.evaluation import instantiate_node  # noqa: E402
+from lerobot_hydra.config.schema import instantiate_node  # noqa: E402
 from lerobot_hydra.rollout.lanes import evaluate  # noqa: E402
 from lerobot_hydra.rollout.progress import Progress  # noqa: E402
 from lerobot_hydra.rollout.runner import TaskWork  # noqa: E402
@@ -56,7 +56,7 @@ def run(handover: bool) -> tuple[float, list[tuple]]:
         evaluate(
             env_cfg,
             [TaskWork(t, list(range(EPISODES))) for t in env_cfg.tasks()],
-            policy,
+            lambda: policy,
             pre,
             post,
             base_seed=1000,

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lerobot_hydra.app.evaluation import evaluate_config, instantiate_node
+from lerobot_hydra.app.evaluation import evaluate_config
+from lerobot_hydra.config.schema import instantiate_node
 from tests.conftest import outcome, read_episodes
 from tests.lerobot_checkpoints import METAWORLD_ACTION, METAWORLD_STATE, tiny_diffusion, tiny_smolvla
 
@@ -108,7 +109,7 @@ def test_a_family_without_noise_hooks_runs_row_by_row_with_the_same_noise(
     for policy, batch_size in ((hooked, 3), (RowwisePolicy(base), 3), (RowwisePolicy(base.fork()), 1)):
         records: list[Any] = []
         work = [TaskWork(task, list(range(EPISODES))) for task in env.tasks()]
-        evaluate(env, work, policy, pre, post, 1000, batch_size, False, 1, records.append, Progress(60.0))
+        evaluate(env, work, lambda p=policy: p, pre, post, 1000, batch_size, False, 1, records.append, Progress(60.0))
         runs.append(sorted(outcome(dataclasses.asdict(r)) for r in records))
     assert len(runs[0]) == EPISODES
     assert runs[1] == runs[0] and runs[2] == runs[0]

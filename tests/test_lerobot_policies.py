@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lerobot_hydra.app.evaluation import instantiate_node
+from lerobot_hydra.config.schema import instantiate_node
 from lerobot_hydra.core.errors import UserError
 from tests.conftest import outcome, read_episodes, run_eval
 from tests.lerobot_checkpoints import PUSHT_ACTION, PUSHT_PIXELS, tiny_act, tiny_diffusion, tiny_smolvla
@@ -164,7 +164,7 @@ def first_batch(env: Any, task_index: int = 0) -> dict[str, Any]:
     from lerobot_hydra.processors.observation import RAW_KEY
 
     task = env.tasks()[task_index]
-    sim = env.make_env(task, render=False)
+    sim = env.build(task, render=False)
     try:
         obs, _ = sim.reset(seed=1000)
     finally:
@@ -261,7 +261,7 @@ def test_act_with_temporal_ensembling_is_correct_in_parallel(compose: Callable, 
         evaluate(
             env,
             work,
-            policy,
+            lambda: policy,
             pre,
             post,
             base_seed=1000,

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lerobot_hydra.app.evaluation import evaluate_config, instantiate_node
-from lerobot_hydra.config.schema import validate
+from lerobot_hydra.app.evaluation import evaluate_config
+from lerobot_hydra.config.schema import instantiate_node, validate
 from lerobot_hydra.envs.base import EnvConfig
 from tests.conftest import outcome, read_episodes
 

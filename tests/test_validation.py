@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from lerobot_hydra.app.evaluation import evaluate_config, instantiate_node
-from lerobot_hydra.config.schema import validate
+from lerobot_hydra.app.evaluation import evaluate_config
+from lerobot_hydra.config.schema import instantiate_node, validate
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.gym import GymEnvConfig

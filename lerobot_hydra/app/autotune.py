@@ -187,22 +187,18 @@ def compose(overrides: list[str]) -> DictConfig:
 def run(overrides: list[str]) -> Recommendation:
     import torch
 
-    from lerobot_hydra.config.schema import available_cpus, instantiate_node, validate
-    from lerobot_hydra.config.validation import require_tasks
-    from lerobot_hydra.core.gl import configure_mujoco_gl, nvidia_gpu_visible, resolve_device
+    from lerobot_hydra.config.schema import available_cpus, validate
+    from lerobot_hydra.core.gl import nvidia_gpu_visible, resolve_device
+    from lerobot_hydra.rollout.build import build_run
 
     started = time.perf_counter()
     cfg = compose(overrides)
     eval_cfg = validate(cfg)
-    gl = configure_mujoco_gl()
-    env_cfg = instantiate_node(cfg.env)
-    tasks = env_cfg.tasks()
-    require_tasks(tasks)
+    # The device resolved here (auto -> cuda or cpu): the recommendation depends on where the policy computes.
     device = resolve_device(cfg.device)
-    policy_cfg = instantiate_node(cfg.policy)
-    policy = policy_cfg.build(env_cfg, device)
-    env_cfg = env_cfg.observing(policy_cfg.reads(env_cfg))  # measured as eval.py runs it
-    env_pre, env_post = env_cfg.build_processors()
+    parts = build_run(cfg, device)  # the env, policy and processors eval.py runs, measured as it runs them
+    gl, tasks, env_cfg, env_pre, env_post = parts.gl, parts.tasks, parts.run_env, parts.env_pre, parts.env_post
+    policy = parts.build_policy()
     cpus = available_cpus()
     gpus = torch.cuda.device_count() if nvidia_gpu_visible() else 0
     render = eval_cfg.max_episodes_rendered > 0

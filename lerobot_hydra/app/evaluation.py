@@ -1,8 +1,8 @@
-"""One evaluation run: config -> env config, plan, policy -> records -> files and table."""
+"""One evaluation run: build its parts (rollout/build.py) -> plan this shard's work (resuming what is recorded) ->
+run the lanes -> publish the files, the table and the loggers."""
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -10,13 +10,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from lerobot_hydra.config.schema import EvalConfig, instantiate_node
-from lerobot_hydra.config.validation import check_shards_have_work, require_tasks
-from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.core.gl import configure_mujoco_gl
-from lerobot_hydra.envs.base import EnvConfig, TaskSpec, unique_tasks
-from lerobot_hydra.policies.base import PolicyConfig
+from lerobot_hydra.config.schema import EvalConfig
+from lerobot_hydra.config.validation import check_shards_have_work
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.results.aggregate import Results, aggregate
+from lerobot_hydra.rollout.build import RunParts, build_run
 from lerobot_hydra.rollout.lanes import evaluate
 from lerobot_hydra.rollout.plan import TaskBlock, plan_size, shard_plan
 from lerobot_hydra.rollout.progress import Progress
@@ -55,22 +53,14 @@ def evaluate_config(
     cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label: str, on_locked: Callable[[], None] | None = None
 ) -> Results:
     """`on_locked` runs once this process holds `out_dir` and its identity check passed (it saves `.hydra/`)."""
-    configure_mujoco_gl()
-    env_cfg = instantiate_node(cfg.env)
-    if not isinstance(env_cfg, EnvConfig):
-        raise UserError(f"env._target_ must name an EnvConfig subclass, got {type(env_cfg).__name__}")
+    parts = build_run(cfg)
     loggers = build_loggers(cfg.get("logger"))
-    # The config only: the policy itself is built once the workers are starting.
-    policy_cfg = instantiate_node(cfg.policy)
-    if not isinstance(policy_cfg, PolicyConfig):
-        raise UserError(f"policy._target_ must name a PolicyConfig subclass, got {type(policy_cfg).__name__}")
-    tasks = unique_tasks(env_cfg.tasks())
-    require_tasks(tasks)
+    tasks = parts.tasks
     num_shards = eval_cfg.num_shards or 1
     check_shards_have_work(len(tasks) * eval_cfg.n_episodes, num_shards, len(tasks), eval_cfg.n_episodes)
     plan = shard_plan([t.key for t in tasks], eval_cfg.n_episodes, eval_cfg.shard_id, num_shards)
-    checkpoint = policy_cfg.identity()
-    provenance = collect_provenance(env_cfg, policy_cfg, checkpoint, cfg.device)
+    checkpoint = parts.policy.identity()
+    provenance = collect_provenance(parts.env, parts.policy, checkpoint, cfg.device)
     identity = run_identity(cfg, eval_cfg, checkpoint)
     with RunStore(out_dir, identity, eval_cfg.shard_id, num_shards, tasks, plan, label, provenance=provenance) as store:
         if on_locked is not None:
@@ -87,7 +77,8 @@ def evaluate_config(
             log.info(
                 "shard %d of %d: %d episodes over %d tasks", eval_cfg.shard_id, num_shards, plan_size(plan), len(work)
             )
-        return _run_and_publish(cfg, eval_cfg, env_cfg, policy_cfg, loggers, store, work, label)
+        interrupted = run_lanes(cfg, eval_cfg, parts, store, work)
+        return _publish(cfg, eval_cfg, loggers, store, work, label, interrupted)
 
 
 def plan_work(tasks: list[TaskSpec], plan: list[TaskBlock], store: RunStore) -> list[TaskWork]:
@@ -102,33 +93,23 @@ def plan_work(tasks: list[TaskSpec], plan: list[TaskBlock], store: RunStore) -> 
     return work
 
 
-def _run_and_publish(
-    cfg: DictConfig,
-    eval_cfg: EvalConfig,
-    env_cfg: EnvConfig,
-    policy_cfg: PolicyConfig,
-    loggers: list[ExperimentLogger],
-    store: RunStore,
-    work: list[TaskWork],
-    label: str,
-) -> Results:
+def run_lanes(
+    cfg: DictConfig, eval_cfg: EvalConfig, parts: RunParts, store: RunStore, work: list[TaskWork]
+) -> RunInterrupted | None:
+    """Runs `work`, every record into `store`, whose shard file is written at the end whatever happens; returns
+    the interruption (Ctrl-C, SLURM's signals) that stopped it, if one did."""
     out_dir = store.out_dir
-    num_shards = eval_cfg.num_shards or 1
-    videos = video_recorder(eval_cfg, env_cfg, work, out_dir)
-    interrupted: RunInterrupted | None = None
+    videos = video_recorder(eval_cfg, parts.env, work, out_dir)
     try:
         if any(w.episodes for w in work):
             if eval_cfg.use_async_envs and eval_cfg.batch_size > 1:
-                prestart_workers(env_cfg)
-            # The simulators compute only what the policy reads; the policy is checked against the whole env.
-            run_env = env_cfg.observing(policy_cfg.reads(env_cfg))
-            env_pre, env_post = run_env.build_processors()
+                prestart_workers(parts.run_env)
             evaluate(
-                run_env,
+                parts.run_env,
                 work,
-                functools.partial(policy_cfg.build, env_cfg, cfg.device),
-                env_pre,
-                env_post,
+                parts.build_policy,
+                parts.env_pre,
+                parts.env_post,
                 base_seed=cfg.seed,
                 batch_size=eval_cfg.batch_size,
                 use_async=eval_cfg.use_async_envs,
@@ -139,13 +120,27 @@ def _run_and_publish(
                 videos=videos,
             )
     except RunInterrupted as err:
-        interrupted = err.with_traceback(None)  # its frames would keep the closed workers' shared memory alive
+        return err.with_traceback(None)  # its frames would keep the closed workers' shared memory alive
     finally:
         stop_worker_servers()
         if videos is not None:
             videos.close()
         store.records[:] = without_missing_videos(store.records, out_dir)
         store.write()
+    return None
+
+
+def _publish(
+    cfg: DictConfig,
+    eval_cfg: EvalConfig,
+    loggers: list[ExperimentLogger],
+    store: RunStore,
+    work: list[TaskWork],
+    label: str,
+    interrupted: RunInterrupted | None,
+) -> Results:
+    out_dir = store.out_dir
+    num_shards = eval_cfg.num_shards or 1
     results = aggregate(store.sorted_records(), store.eval_s, store.header["provenance"], store.complete)
     prefix = ""
     if interrupted is not None:  # partial results, marked so, quickly (SLURM kills soon): no plot, no loggers

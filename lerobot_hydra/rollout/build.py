@@ -1,0 +1,50 @@
+"""What a run is made of, built from the composed config: the GL backend, the env and policy configs, the tasks,
+the env as the policy needs it and its processors. Shared by the evaluation (app/evaluation.py) and autotune, so
+that autotune measures exactly what eval.py runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from omegaconf import DictConfig
+
+from lerobot_hydra.config.schema import instantiate_node
+from lerobot_hydra.config.validation import require_tasks
+from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.core.gl import configure_mujoco_gl
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec, unique_tasks
+from lerobot_hydra.policies.base import Policy, PolicyConfig
+from lerobot_hydra.processors.pipeline import Pipeline
+
+
+@dataclass
+class RunParts:
+    gl: str  # the MUJOCO_GL backend this process renders with
+    env: EnvConfig  # as configured: the fingerprint, the provenance and the policy's checks see this one
+    policy: PolicyConfig
+    tasks: list[TaskSpec]  # each (group, task id) once, in order
+    run_env: EnvConfig  # computing only the observations the policy reads (see `EnvConfig.observing`)
+    env_pre: Pipeline
+    env_post: Pipeline
+    device: str  # what `build_policy` hands to `PolicyConfig.build`
+
+    def build_policy(self) -> Policy:
+        """The policy, checked against the whole env (slow for a checkpoint: call it while the workers start)."""
+        return self.policy.build(self.env, self.device)
+
+
+def build_run(cfg: DictConfig, device: str | None = None) -> RunParts:
+    """The parts of a validated config's run; nothing is simulated and no policy is built yet. `device`: what the
+    policy is built for; None: the top-level `device` setting as configured (`auto` included)."""
+    gl = configure_mujoco_gl()
+    env = instantiate_node(cfg.env)
+    if not isinstance(env, EnvConfig):
+        raise UserError(f"env._target_ must name an EnvConfig subclass, got {type(env).__name__}")
+    policy = instantiate_node(cfg.policy)
+    if not isinstance(policy, PolicyConfig):
+        raise UserError(f"policy._target_ must name a PolicyConfig subclass, got {type(policy).__name__}")
+    tasks = unique_tasks(env.tasks())
+    require_tasks(tasks)
+    run_env = env.observing(policy.reads(env))
+    env_pre, env_post = run_env.build_processors()
+    return RunParts(gl, env, policy, tasks, run_env, env_pre, env_post, str(cfg.device) if device is None else device)
