@@ -8,7 +8,7 @@ from functools import cached_property
 from typing import Any
 
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.envs.base import EnvConfig, TaskSpec
+from lerobot_hydra.envs.base import EnvConfig, TaskEnv, TaskSpec
 
 DEFAULT_EPISODE_LENGTH = 1000
 DEFAULT_SUCCESS_KEY = "is_success"
@@ -130,7 +130,7 @@ def make_with_kwargs(gym_id: str, gym_kwargs: dict[str, Any], **options: Any) ->
         raise UserError(f"env.gym_kwargs {dict(gym_kwargs)}: {gym_id} cannot be made with them ({reason})") from err
 
 
-class GymTaskEnv:
+class GymTaskEnv(TaskEnv):
     def __init__(self, config: GymEnvConfig, task: TaskSpec, render: bool) -> None:
         config._register()
         self.config = config

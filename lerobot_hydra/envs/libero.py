@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from lerobot_hydra.core.errors import UserError, did_you_mean
-from lerobot_hydra.envs.base import EnvConfig, TaskSpec, split_names, unique
+from lerobot_hydra.envs.base import EnvConfig, TaskEnv, TaskSpec, split_names, unique
 from lerobot_hydra.envs.libero_init_states import load_init_states
 from lerobot_hydra.processors.observation import lerobot_key
 
@@ -180,7 +180,7 @@ def load_suite(name: str) -> Any:
         return benchmark.get_benchmark_dict()[name]()
 
 
-class LiberoTaskEnv:
+class LiberoTaskEnv(TaskEnv):
     """One LIBERO task in one process: reset places an init state and settles, step reports check_success().
 
     It never resets itself: a successful step ends the episode (terminated) and the caller decides what next.

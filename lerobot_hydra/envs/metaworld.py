@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from lerobot_hydra.core.errors import UserError, did_you_mean
-from lerobot_hydra.envs.base import EnvConfig, TaskSpec, log_once, split_names
+from lerobot_hydra.envs.base import EnvConfig, TaskEnv, TaskSpec, log_once, split_names
 from lerobot_hydra.processors.observation import lerobot_key
 
 OBS_TYPES = ("state", "pixels", "pixels_agent_pos")
@@ -170,7 +170,7 @@ def _make_task_env(name: str, **kwargs: Any) -> Any:
     return env
 
 
-class MetaWorldTaskEnv:
+class MetaWorldTaskEnv(TaskEnv):
     """One MetaWorld v3 task, seeded per episode, with LeRobot's observation keys.
 
     `agent_pos` is LeRobot's 4-D state (hand xyz + gripper opening), `environment_state` the full 39-D

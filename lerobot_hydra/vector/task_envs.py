@@ -24,7 +24,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from lerobot_hydra.envs.base import EnvConfig, TaskSpec
+from lerobot_hydra.envs.base import EnvConfig, TaskEnv, TaskSpec
 from lerobot_hydra.envs.build_errors import build_env
 from lerobot_hydra.envs.protocol import EPISODES_KEY, INIT_STATE_KEY
 
@@ -66,7 +66,7 @@ class SlotEnv(gym.Env):
         self._config: EnvConfig | None = None
         self._task: TaskSpec | None = None
         self._render = False
-        self._env: gym.Env | None = None
+        self._env: TaskEnv | None = None
         self._idle_obs = zeros_like_space(observation_space)
         self._last_obs: Any = self._idle_obs
         self._active = False
