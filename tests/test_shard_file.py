@@ -12,7 +12,14 @@ from lerobot_hydra.core.labels import parse_shard_file_name, shard_dir_name, sha
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.rollout.plan import shard_plan
-from lerobot_hydra.sinks.shard_file import SHARD_FORMAT, ShardFile, ShardFileError, find_shard_files, fingerprint
+from lerobot_hydra.sinks.shard_file import (
+    SHARD_FORMAT,
+    ShardFile,
+    ShardFileError,
+    StartedRun,
+    find_shard_files,
+    fingerprint,
+)
 
 TASKS = [TaskSpec("easy", i, f"task-{i}", f"do task {i}", 20) for i in range(2)]
 
@@ -35,6 +42,8 @@ def test_what_a_run_writes_is_what_the_merge_loads(tmp_path: Path) -> None:
     assert started.fingerprint == fingerprint(identity) and started.identity == identity
     assert started.task_keys == [t.key for t in TASKS] and started.plan == plan
     assert started.label == "policy=random" and started.provenance == {"packages": {"numpy": "2"}}
+    # What a resume checks against its own run.
+    assert shard_file.started_run() == StartedRun(fingerprint(identity), identity, {"packages": {"numpy": "2"}})
 
     records = [record(TASKS[1], k) for k in plan[0].episodes]
     shard_file.finish(header, True, 12.5, records)

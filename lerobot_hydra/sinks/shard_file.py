@@ -73,9 +73,19 @@ class Shard:
         return f"shard {self.shard_id} of {self.num_shards}"
 
 
+@dataclass(frozen=True)
+class StartedRun:
+    """What a shard file says about the run that started it, read leniently for a resume's checks: a field the
+    file lacks reads as None (the fingerprint, provenance) or {} (the identity), and then differs from this run's."""
+
+    fingerprint: Any
+    identity: Any
+    provenance: Any
+
+
 class ShardFile:
-    """One run dir's shard file: `header()` builds what `start()` and `finish()` write, `read()` and `load()`
-    read it back; no other code knows its fields."""
+    """One run dir's shard file: `header()` builds what `start()` and `finish()` write, `started_run()` and
+    `load()` read it back; no other code knows its fields."""
 
     def __init__(self, path: Path) -> None:
         ids = parse_shard_file_name(path.name)
@@ -122,6 +132,11 @@ class ShardFile:
         """The full file at a run's end: header, `complete`, `eval_s` and every record (sorted)."""
         data = {**header, "complete": complete, "eval_s": eval_s, "episodes": [r.to_dict() for r in records]}
         write_json_atomic(self.path, data)
+
+    def started_run(self) -> StartedRun:
+        """What the run that wrote the file was; raises as `read()`."""
+        data = self.read()
+        return StartedRun(data.get("fingerprint"), data.get("identity", {}), data.get("provenance"))
 
     def read(self) -> dict[str, Any]:
         """The file's object, of this format. OSError: unreadable; ValueError: not a JSON object; ShardFormatError:

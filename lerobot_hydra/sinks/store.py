@@ -124,15 +124,15 @@ class RunStore:
                 raise UserError(f"{self.episodes_path} exists without {self.path.name}; use a new output directory")
             return None
         try:
-            previous = self.shard_file.read()
+            previous = self.shard_file.started_run()
         except ShardFormatError as err:
             raise UserError(
                 f"{self.path} {err}; resume it with the version that started it, or choose a new output directory"
             ) from err
         except ValueError as err:
             return f"was unreadable ({err})"
-        self._check_identity(previous.get("fingerprint"), previous.get("identity", {}))
-        check_resumed_versions(self.out_dir, previous.get("provenance"), self.header["provenance"])
+        self._check_identity(previous.fingerprint, previous.identity)
+        check_resumed_versions(self.out_dir, previous.provenance, self.header["provenance"])
         return None
 
     def _check_identity(self, found: Any, identity: Any) -> None:
