@@ -141,7 +141,7 @@ def _publish(
 ) -> Results:
     out_dir = store.out_dir
     num_shards = eval_cfg.num_shards or 1
-    results = aggregate(store.sorted_records(), store.eval_s, store.header["provenance"], store.complete)
+    results = aggregate(store.sorted_records(), store.eval_s, store.provenance, store.complete)
     prefix = ""
     if interrupted is not None:  # partial results, marked so, quickly (SLURM kills soon): no plot, no loggers
         planned = sum(w.done + len(w.episodes) for w in work)

@@ -30,7 +30,7 @@ from lerobot_hydra.core.runlock import DirLock
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.rollout.plan import TaskBlock, plan_size
 from lerobot_hydra.rollout.provenance import check_resumed_versions
-from lerobot_hydra.sinks.shard_file import ShardFile, ShardFormatError
+from lerobot_hydra.sinks.shard_file import ShardFile, ShardFormatError, fingerprint
 from lerobot_hydra.sinks.video import remove_partial_videos
 
 log = logging.getLogger("lerobot_hydra")
@@ -69,6 +69,7 @@ class RunStore:
         self.path = self.shard_file.path
         self.episodes_path = out_dir / EPISODES_FILE
         self.sessions_path = out_dir / SESSIONS_FILE
+        self.identity, self.fingerprint, self.provenance = identity, fingerprint(identity), provenance
         self.header = self.shard_file.header(identity, label, tasks, plan, provenance)
         self._task_order = [t.key for t in tasks]
         self._plan = {block.key: block.episodes for block in plan}
@@ -132,12 +133,12 @@ class RunStore:
         except ValueError as err:
             return f"was unreadable ({err})"
         self._check_identity(previous.fingerprint, previous.identity)
-        check_resumed_versions(self.out_dir, previous.provenance, self.header["provenance"])
+        check_resumed_versions(self.out_dir, previous.provenance, self.provenance)
         return None
 
     def _check_identity(self, found: Any, identity: Any) -> None:
-        if found != self.header["fingerprint"]:
-            changed = diff_keys(identity if isinstance(identity, dict) else {}, self.header["identity"])
+        if found != self.fingerprint:
+            changed = diff_keys(identity if isinstance(identity, dict) else {}, self.identity)
             raise UserError(
                 f"{self.out_dir} holds results of a different configuration (differs in: {', '.join(changed[:5])}); "
                 "resume with the same config or choose a new output directory"
@@ -219,8 +220,8 @@ class RunStore:
             elapsed = self._elapsed()
             sessions = [*self._previous_sessions, {**self._session, "eval_s": round(elapsed, 3)}]
             data = {
-                "fingerprint": self.header["fingerprint"],
-                "identity": self.header["identity"],
+                "fingerprint": self.fingerprint,
+                "identity": self.identity,
                 "sessions": sessions,
             }
             write_json_atomic(self.sessions_path, data)
