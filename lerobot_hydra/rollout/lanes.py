@@ -83,19 +83,23 @@ def evaluate(
             lane_vecs = started.result()
         if n_lanes == 1:
             run_lane(lanes[0], lane_vecs[0], built)
-            return
-        pool = cf.ThreadPoolExecutor(max_workers=n_lanes, thread_name_prefix="lane")
-        try:
-            futures = [
-                pool.submit(run_lane, lane, vecs, built.fork()) for lane, vecs in zip(lanes, lane_vecs, strict=True)
-            ]
-            for future in cf.as_completed(futures):
-                future.result()
-        except BaseException:
-            stop.set()  # the other lanes end at their next step; their LaneStopped is a consequence, not reported
-            raise
-        finally:
-            pool.shutdown(wait=True)
+        else:
+            pool = cf.ThreadPoolExecutor(max_workers=n_lanes, thread_name_prefix="lane")
+            try:
+                futures = [
+                    pool.submit(run_lane, lane, vecs, built.fork())
+                    for lane, vecs in zip(lanes, lane_vecs, strict=True)
+                ]
+                for future in cf.as_completed(futures):
+                    future.result()
+            except BaseException:
+                stop.set()  # the other lanes end at their next step; their LaneStopped is a consequence, not reported
+                raise
+            finally:
+                pool.shutdown(wait=True)
+        finish = getattr(built, "finish", None)
+        if callable(finish):  # every episode ran: a remote policy tells its server (policies/remote.py)
+            finish()
     finally:
         for envs in opened:
             close_task_vector_envs(envs)

@@ -1,0 +1,290 @@
+"""The policy server (`lerobot-hydra-serve`) and `policy=remote`: tiny LeRobot checkpoints built offline, served
+on a free port of this machine, evaluated on real MetaWorld simulators; results are those of in-process
+evaluation. Also: an openpi-protocol server written here, the health endpoint and the batching across clients,
+and a server killed mid-run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lerobot_hydra.core.errors import UserError
+from tests.conftest import ROOT, evaluate_here, outcome, read_episodes
+from tests.lerobot_checkpoints import tiny_act, tiny_diffusion
+
+pytest.importorskip("lerobot")
+pytestmark = [pytest.mark.lerobot, pytest.mark.usefixtures("one_torch_thread")]
+
+ENV = ["env.task=reach-v3", "env.obs_type=state", "device=cpu"]
+RUN = [*ENV, "env.episode_length=12", "eval.use_async_envs=false", "eval.max_episodes_rendered=0"]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    root = tmp_path_factory.mktemp("checkpoints")
+    act, diffusion = tiny_act(root / "act"), tiny_diffusion(root / "diffusion")  # chunks of 8 and 4 actions
+    return {"act": ["policy=act", f"policy.path={act}"], "diffusion": ["policy=diffusion", f"policy.path={diffusion}"]}
+
+
+def serve_config(*overrides: str, name: str = "serve") -> Any:
+    """The config tree composed with `overrides` (`name`: serve, or config for eval.py's)."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    import lerobot_hydra.app.serve  # noqa: F401  registers the serve schema
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module="lerobot_hydra.conf", version_base="1.3"):
+            return compose(config_name=name, overrides=list(overrides))
+    finally:
+        GlobalHydra.instance().clear()
+
+
+@contextmanager
+def served(tmp_path: Path, *overrides: str) -> Iterator[tuple[Any, Path]]:
+    """Our server in a thread of this process, on a free port, announced in tmp_path/server.json."""
+    from lerobot_hydra.app.serve import serve
+
+    announce = tmp_path / "server.json"
+    cfg = serve_config(*ENV, "serve.host=127.0.0.1", f"serve.announce={announce}", *overrides)
+    ready: list[Any] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            serve(cfg, server_ready=ready.append)
+        except BaseException as err:
+            failed.append(err)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    while not ready and not failed:
+        time.sleep(0.05)
+    if failed:
+        raise failed[0]
+    try:
+        yield ready[0], announce
+    finally:
+        ready[0].stop()
+        thread.join(60)
+    assert not thread.is_alive() and not announce.exists()  # a stopped server takes its announce file away
+
+
+def outcomes(run_dir: Path) -> list[tuple]:
+    return sorted(outcome(r) for r in read_episodes(run_dir))
+
+
+def health(port: int) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as response:
+        assert response.status == 200 and response.headers["Content-Type"] == "application/json"
+        return json.loads(response.read())
+
+
+def test_act_through_the_server_records_as_in_process(checkpoints: dict[str, list[str]], tmp_path: Path) -> None:
+    act = checkpoints["act"]
+    here = [*act, *RUN, "eval.n_episodes=3"]
+    evaluate_here(tmp_path / "here", *here, "eval.batch_size=2")
+    with served(tmp_path, *act, "serve.max_batch_size=2") as (server, announce):
+        evaluate_here(
+            tmp_path / "remote",
+            *RUN,
+            "eval.n_episodes=3",
+            "policy=remote",
+            f"policy.url={announce}",
+            "eval.batch_size=3",
+        )
+        stats = health(server.port)
+    assert len(outcomes(tmp_path / "here")) == 3
+    assert outcomes(tmp_path / "remote") == outcomes(tmp_path / "here")
+    # Chunks of 8 over 12 steps: 2 per episode, asked by 3 rows, in messages of at most 2 rows.
+    assert stats["rows"] == 6 and stats["requests"] == 4 and stats["clients_done"] == 1
+
+
+def test_stochastic_noise_is_drawn_per_episode_on_the_server(checkpoints: dict[str, list[str]], tmp_path: Path) -> None:
+    """Diffusion (2 observations of history, noise in every denoising step) through the server at two batch
+    sizes equals the in-process run: the server draws each row's noise from its episode's seed."""
+    diffusion = checkpoints["diffusion"]
+    common = [*RUN, "eval.n_episodes=4"]
+    evaluate_here(tmp_path / "here", *diffusion, *common, "eval.batch_size=3")
+    here = outcomes(tmp_path / "here")
+    assert len({o[5] for o in here}) == 4  # every episode its own rewards
+    with served(tmp_path, *diffusion, "serve.max_batch_size=3") as (_, announce):
+        remote = ["policy=remote", f"policy.url={announce}"]
+        for batch_size in (1, 4):
+            evaluate_here(tmp_path / f"remote{batch_size}", *common, *remote, f"eval.batch_size={batch_size}")
+            assert outcomes(tmp_path / f"remote{batch_size}") == here
+
+
+def openpi_server(received: list[dict[str, Any]], chunk: int) -> tuple[Callable[[], None], int]:
+    """A minimal server of openpi's protocol, with openpi's array encoding: metadata on connect, then one
+    observation per request, answered with {"actions": [chunk, 4]}. Returns (stop, port)."""
+    import msgpack
+    from websockets.asyncio.server import serve
+
+    def encode(obj: Any) -> Any:
+        if isinstance(obj, np.ndarray):
+            return {b"__ndarray__": True, b"data": obj.tobytes(), b"dtype": obj.dtype.str, b"shape": obj.shape}
+        return obj
+
+    def decode(obj: dict) -> Any:
+        if b"__ndarray__" in obj:
+            return np.ndarray(buffer=obj[b"data"], dtype=np.dtype(obj[b"dtype"]), shape=obj[b"shape"])
+        return obj
+
+    async def handler(websocket: Any) -> None:
+        await websocket.send(msgpack.packb({"server": "openpi-like"}, default=encode))
+        async for message in websocket:
+            obs = msgpack.unpackb(message, object_hook=decode)
+            received.append(obs)
+            # Toward +x, scaled by the hand's height: the actions depend on the observation.
+            actions = np.zeros((chunk, 4), dtype=np.float32)
+            actions[:, 0] = float(obs["observation.state"][2])
+            await websocket.send(msgpack.packb({"actions": actions}, default=encode))
+
+    started = threading.Event()
+    box: dict[str, Any] = {}
+
+    async def main() -> None:
+        box["stop"] = asyncio.Event()
+        async with serve(handler, "127.0.0.1", 0, compression=None, max_size=None) as server:
+            box["port"] = next(iter(server.sockets)).getsockname()[1]
+            started.set()
+            await box["stop"].wait()
+
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True).start()
+    started.wait(30)
+    return (lambda: loop.call_soon_threadsafe(box["stop"].set)), box["port"]
+
+
+def test_remote_evaluates_a_policy_served_by_an_openpi_protocol_server(tmp_path: Path) -> None:
+    received: list[dict[str, Any]] = []
+    stop, port = openpi_server(received, chunk=5)
+    try:
+        evaluate_here(
+            tmp_path,
+            *RUN,
+            "eval.n_episodes=2",
+            "eval.batch_size=2",
+            "policy=remote",
+            f"policy.url=ws://127.0.0.1:{port}",
+        )
+    finally:
+        stop()
+    records = read_episodes(tmp_path)
+    assert sorted(r["episode_index"] for r in records) == [0, 1] and all(r["steps"] == 12 for r in records)
+    assert len(received) == 2 * 3  # 12 steps in chunks of 5: 3 requests per episode
+    first = received[0]
+    assert first["prompt"] == records[0]["task"] and first["observation.state"].shape == (4,)
+    assert first["observation.state"].dtype.kind == "f"
+
+
+def test_health_endpoint_and_log_show_requests_of_two_clients_batched(
+    checkpoints: dict[str, list[str]], tmp_path: Path, caplog: Any
+) -> None:
+    from lerobot_hydra.app.evaluation import instantiate_node
+
+    with caplog.at_level(logging.INFO, logger="lerobot_hydra"):
+        with served(tmp_path, *checkpoints["act"], "serve.max_wait_ms=2000", "serve.log_interval_s=0.2") as (
+            server,
+            announce,
+        ):
+            cfg = serve_config(*RUN, "policy=remote", f"policy.url={announce}", name="config")
+            env = instantiate_node(cfg.env)
+            config = instantiate_node(cfg.policy)
+            clients = [config.build(env, "cpu") for _ in range(2)]
+            task = env.tasks()[0]
+            batch: dict[str, Any] = {"task": [task.description] * 2}
+            batch["observation.state"] = np.full((2, 4), 0.5, np.float32)
+            batch["observation.environment_state"] = np.zeros((2, 39), np.float32)
+            actions: list[np.ndarray] = []
+
+            def step(client: Any) -> None:
+                client.reset(task, [1000, 1001])
+                actions.append(client.select_action(batch))
+
+            threads = [threading.Thread(target=step, args=(client,)) for client in clients]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(60)
+            stats = health(server.port)
+            time.sleep(0.5)  # a log line after the batch
+    assert len(actions) == 2 and actions[0].shape == (2, 4) and np.array_equal(actions[0], actions[1])
+    assert stats["connections"] == 2 and stats["requests"] == 2 and stats["rows"] == 4
+    assert stats["batches"] == 1 and stats["mean_batch_size"] == 4.0
+    assert stats["latency_ms"]["p50"] > 0
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("serve: ")]
+    assert any("batch size 4.0 (max 4)" in line for line in lines), lines
+
+
+def test_a_server_killed_mid_run_fails_the_run_in_one_line_and_a_rerun_resumes(
+    checkpoints: dict[str, list[str]], tmp_path: Path
+) -> None:
+    act = checkpoints["act"]
+    announce = tmp_path / "server.json"
+    args = [sys.executable, "-m", "lerobot_hydra.app.serve", *act, *ENV, "serve.host=127.0.0.1"]
+    args += [f"serve.announce={announce}", f"hydra.run.dir={tmp_path / 'serve'}"]
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    server = subprocess.Popen(args, cwd=ROOT, env=environ)
+    common = [*RUN, "env.episode_length=40", "eval.n_episodes=6", "eval.batch_size=2"]
+    remote = ["policy=remote", f"policy.url={announce}", "policy.connect_timeout_s=120"]
+
+    def kill_after_requests() -> None:
+        while not announce.exists():
+            time.sleep(0.1)
+        port = json.loads(announce.read_text())["port"]
+        while health(port)["requests"] < 3:
+            time.sleep(0.05)
+        server.send_signal(signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_after_requests, daemon=True)
+    killer.start()
+    run_dir = tmp_path / "remote"
+    try:
+        with pytest.raises(UserError) as failure:
+            evaluate_here(run_dir, *common, *remote)
+    finally:
+        server.kill()
+        server.wait(60)
+    message = str(failure.value)
+    url = json.loads(announce.read_text())["url"]  # the killed server could not take its file away
+    assert "\n" not in message and url in message and "went away" in message and "rerun" in message
+    recorded = len(read_episodes(run_dir)) if (run_dir / "episodes.jsonl").exists() else 0
+    assert recorded < 6
+
+    # A new server (another port, announced in the same file): the rerun resumes and completes.
+    with served(tmp_path, *act):
+        evaluate_here(run_dir, *common, *remote)
+    evaluate_here(tmp_path / "here", *act, *common)
+    assert outcomes(run_dir) == outcomes(tmp_path / "here")
+
+
+def test_serve_settings_are_checked(checkpoints: dict[str, list[str]]) -> None:
+    from lerobot_hydra.config.serve_schema import validate_serve
+
+    for override, words in [
+        ("serve.max_batch_size=0", "serve.max_batch_size must be at least 1"),
+        ("serve.port=70000", "serve.port must be 0"),
+        ("serve.shards=-1", "serve.shards must be 0"),
+    ]:
+        with pytest.raises(UserError, match=words):
+            validate_serve(serve_config(*checkpoints["act"], *ENV, override))
+    with pytest.raises(UserError, match="policy=remote cannot be served"):
+        validate_serve(serve_config(*ENV, "policy=remote"))
