@@ -100,16 +100,11 @@ def test_act_through_the_server_records_as_in_process(checkpoints: dict[str, lis
     act = checkpoints["act"]
     here = [*act, *RUN, "eval.n_episodes=3"]
     evaluate_here(tmp_path / "here", *here, "eval.batch_size=2")
-    with served(tmp_path, *act, "serve.max_batch_size=2") as (server, announce):
-        evaluate_here(
-            tmp_path / "remote",
-            *RUN,
-            "eval.n_episodes=3",
-            "policy=remote",
-            f"policy.url={announce}",
-            "eval.batch_size=3",
-        )
-        stats = health(server.port)
+    with served(tmp_path, *act, "serve.max_batch_size=2", "serve.shards=1") as (server, announce):
+        remote = ["policy=remote", f"policy.url={announce}"]
+        evaluate_here(tmp_path / "remote", *RUN, "eval.n_episodes=3", *remote, "eval.batch_size=3")
+        assert server.stopped.wait(30)  # its one shard completed: the server stopped by itself
+        stats = server.stats.snapshot()
     assert len(outcomes(tmp_path / "here")) == 3
     assert outcomes(tmp_path / "remote") == outcomes(tmp_path / "here")
     # Chunks of 8 over 12 steps: 2 per episode, asked by 3 rows, in messages of at most 2 rows.
@@ -131,11 +126,8 @@ def test_stochastic_noise_is_drawn_per_episode_on_the_server(checkpoints: dict[s
             assert outcomes(tmp_path / f"remote{batch_size}") == here
 
 
-def openpi_server(received: list[dict[str, Any]], chunk: int) -> tuple[Callable[[], None], int]:
-    """A minimal server of openpi's protocol, with openpi's array encoding: metadata on connect, then one
-    observation per request, answered with {"actions": [chunk, 4]}. Returns (stop, port)."""
-    import msgpack
-    from websockets.asyncio.server import serve
+def openpi_codec() -> tuple[Callable[[Any], Any], Callable[[dict], Any]]:
+    """openpi's array encoding for msgpack, as its msgpack_numpy module defines it."""
 
     def encode(obj: Any) -> Any:
         if isinstance(obj, np.ndarray):
@@ -146,6 +138,30 @@ def openpi_server(received: list[dict[str, Any]], chunk: int) -> tuple[Callable[
         if b"__ndarray__" in obj:
             return np.ndarray(buffer=obj[b"data"], dtype=np.dtype(obj[b"dtype"]), shape=obj[b"shape"])
         return obj
+
+    return encode, decode
+
+
+def openpi_request(port: int, observation: dict[str, Any]) -> dict[str, Any]:
+    """One request as openpi's client makes it (msgpack with openpi's array encoding, written here)."""
+    import msgpack
+    from websockets.sync.client import connect
+
+    encode, decode = openpi_codec()
+    with connect(f"ws://127.0.0.1:{port}", compression=None, max_size=None) as websocket:
+        metadata = msgpack.unpackb(websocket.recv(), object_hook=decode)
+        assert "lerobot_hydra" in metadata
+        websocket.send(msgpack.packb(observation, default=encode))
+        return msgpack.unpackb(websocket.recv(), object_hook=decode)
+
+
+def openpi_server(received: list[dict[str, Any]], chunk: int) -> tuple[Callable[[], None], int]:
+    """A minimal server of openpi's protocol, with openpi's array encoding: metadata on connect, then one
+    observation per request, answered with {"actions": [chunk, 4]}. Returns (stop, port)."""
+    import msgpack
+    from websockets.asyncio.server import serve
+
+    encode, decode = openpi_codec()
 
     async def handler(websocket: Any) -> None:
         await websocket.send(msgpack.packb({"server": "openpi-like"}, default=encode))
@@ -226,10 +242,13 @@ def test_health_endpoint_and_log_show_requests_of_two_clients_batched(
                 thread.join(60)
             stats = health(server.port)
             time.sleep(0.5)  # a log line after the batch
+            openpi_reply = openpi_request(server.port, {**{k: v[0] for k, v in batch.items()}, "prompt": "reach"})
     assert len(actions) == 2 and actions[0].shape == (2, 4) and np.array_equal(actions[0], actions[1])
     assert stats["connections"] == 2 and stats["requests"] == 2 and stats["rows"] == 4
     assert stats["batches"] == 1 and stats["mean_batch_size"] == 4.0
     assert stats["latency_ms"]["p50"] > 0
+    # An openpi client's request (one observation, no seed) gets one chunk: ACT's 8 actions.
+    assert openpi_reply["actions"].shape == (8, 4) and np.isfinite(openpi_reply["actions"]).all()
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("serve: ")]
     assert any("batch size 4.0 (max 4)" in line for line in lines), lines
 
@@ -269,9 +288,10 @@ def test_a_server_killed_mid_run_fails_the_run_in_one_line_and_a_rerun_resumes(
     recorded = len(read_episodes(run_dir)) if (run_dir / "episodes.jsonl").exists() else 0
     assert recorded < 6
 
-    # A new server (another port, announced in the same file): the rerun resumes and completes.
-    with served(tmp_path, *act):
-        evaluate_here(run_dir, *common, *remote)
+    # A new server on another port: the rerun resumes and completes. The policy's identity is the served one, so
+    # the rerun may name the server by its url and wait another time.
+    with served(tmp_path, *act) as (server, _):
+        evaluate_here(run_dir, *common, "policy=remote", f"policy.url=ws://127.0.0.1:{server.port}")
     evaluate_here(tmp_path / "here", *act, *common)
     assert outcomes(run_dir) == outcomes(tmp_path / "here")
 

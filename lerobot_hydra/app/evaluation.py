@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from lerobot_hydra.config.schema import EvalConfig
+from lerobot_hydra.config.schema import EvalConfig, resolve_target
 from lerobot_hydra.config.validation import check_shards_have_work
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.results.aggregate import Results, aggregate
@@ -41,7 +41,10 @@ def run_identity(cfg: DictConfig, eval_cfg: EvalConfig, checkpoint: dict[str, An
     checkpoint's identity (`PolicyConfig.identity()`) for a policy that has one."""
     container = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(container, dict)
-    policy = {k: v for k, v in container["policy"].items() if k not in OUTCOME_NEUTRAL_POLICY_KEYS}
+    neutral = OUTCOME_NEUTRAL_POLICY_KEYS | getattr(
+        resolve_target(str(container["policy"]["_target_"]), "policy"), "OUTCOME_NEUTRAL", frozenset()
+    )
+    policy = {k: v for k, v in container["policy"].items() if k not in neutral}
     env = {k: v for k, v in container["env"].items() if k not in OUTCOME_NEUTRAL_ENV_KEYS}
     identity = {"env": env, "policy": policy, "n_episodes": eval_cfg.n_episodes, "seed": cfg.seed}
     if checkpoint is not None:

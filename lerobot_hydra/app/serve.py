@@ -54,10 +54,10 @@ def build_chunk_policy(cfg: DictConfig, max_batch_size: int) -> Any:
         "checkpoint": policy_cfg.identity(),
         "packages": packages,
     }
-    runtime = policy_cfg.build(env_cfg, cfg.device)
     name = str(policy.get("path") or policy["_target_"])
+    served = ChunkPolicy(policy_cfg.build(env_cfg, cfg.device), identity, name)
     log.info("serving %s on %s", name, policy_cfg.resolved_device(resolve_device(str(cfg.device))))
-    return ChunkPolicy(runtime, identity, name)
+    return served
 
 
 def announce(path: Path, host: str, port: int) -> dict[str, Any]:
@@ -124,6 +124,9 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
+    from lerobot_hydra.sweep.cli import install_error_reporting
+
+    install_error_reporting()
     _hydra_main()
 
 

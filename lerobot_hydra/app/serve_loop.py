@@ -146,6 +146,7 @@ class PolicyServer:
         self.stats = Stats()
         self.metadata = policy.metadata(settings.max_batch_size)
         self.batcher = Batcher(policy, settings.max_batch_size, settings.max_wait_ms / 1000, self.stats)
+        self.stopped = threading.Event()  # set once the server has closed
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -156,11 +157,15 @@ class PolicyServer:
         finally:
             self.batcher.stop()
             self.batcher.join(timeout=60)
+            self.stopped.set()
 
     def stop(self) -> None:
         """From any thread."""
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._loop is not None and self._stop is not None and not self.stopped.is_set():
+            try:
+                self._loop.call_soon_threadsafe(self._stop.set)
+            except RuntimeError:  # its loop closed meanwhile: it has stopped
+                pass
 
     async def _serve(self, on_listening: Callable[[int], None]) -> None:
         from websockets.asyncio.server import serve

@@ -8,7 +8,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
 
-from lerobot_hydra.config.schema import EvalConfig, validate_node
+from lerobot_hydra.config.schema import validate_node
 from lerobot_hydra.config.validation import check_devices, check_env_values, check_policy_fits_env
 from lerobot_hydra.core.errors import UserError
 
@@ -36,8 +36,9 @@ class ServeConfig:
 class ServeRunConfig:
     env: Any = MISSING
     policy: Any = MISSING
-    # Unused by the server; here because a policy YAML may set eval.* keys (metaworld_expert).
-    eval: EvalConfig = field(default_factory=EvalConfig)
+    # Not the server's: the shards' eval.* settings. Only a policy YAML's own eval.* keys land here (ignored);
+    # an eval.* override on the server's command line is refused by Hydra.
+    eval: Any = None
     serve: ServeConfig = field(default_factory=ServeConfig)
     device: str = "auto"
 

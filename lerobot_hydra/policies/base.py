@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from lerobot_hydra.envs.base import EnvConfig, TaskSpec
@@ -54,6 +54,9 @@ def resets_rows(policy: Policy) -> bool:
 class PolicyConfig:
     """Base of every policy config. Subclasses are dataclasses named by `_target_` in `conf/policy/*.yaml`; their
     fields are the YAML's keys (checked against them before anything is built)."""
+
+    # This family's settings that never change an outcome (besides `device`): left out of the run's fingerprint.
+    OUTCOME_NEUTRAL: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def check_env(cls, env_cls: type) -> None:

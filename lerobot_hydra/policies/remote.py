@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import uuid
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,9 @@ from lerobot_hydra.policies.remote_wire import EXTENSION_KEY, METADATA_KEY, PROT
 
 @dataclass
 class RemotePolicyConfig(PolicyConfig):
+    # Where the server is and how long to wait for it: the served policy's identity is the fingerprint's.
+    OUTCOME_NEUTRAL = frozenset({"url", "connect_timeout_s"})
+
     # ws://host:port, or the path of the announce file a server writes once it listens (serve.announce).
     url: str = ""
     # How long to wait for the server (its announce file, its port) before giving up.
@@ -81,8 +85,8 @@ class RemotePolicy:
         self.connection = Connection(url, timeout_s)
         self.rows: list[Row] = []
         self.task: TaskSpec | None = None
-        # Names this client (one evaluation process) in its `done` message: serve.shards counts distinct ones.
-        self.client = f"{socket.gethostname()}:{os.getpid()}"
+        # Names this run's client (its forks share it) in its `done` message: serve.shards counts distinct ones.
+        self.client = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
     def _row(self, seed: int | None) -> Row:
         return Row(seed, deque(maxlen=self.server["history"] if self.server is not None else 1))
@@ -154,4 +158,7 @@ class RemotePolicy:
         self.connection.close()
 
     def fork(self) -> RemotePolicy:
-        return RemotePolicy(self.url, self.timeout_s, self.server, self.action_dim)
+        """Its own connection (a websocket serves one thread), the same client."""
+        forked = RemotePolicy(self.url, self.timeout_s, self.server, self.action_dim)
+        forked.client = self.client
+        return forked

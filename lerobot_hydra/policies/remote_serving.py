@@ -58,7 +58,7 @@ class ChunkPolicy:
         if not isinstance(runtime, PerRowLeRobotPolicy):
             family = getattr(getattr(getattr(runtime, "policy", None), "config", None), "type", type(runtime).__name__)
             raise UserError(
-                f"a {family} policy cannot be served yet: the server serves the LeRobot families whose actions come "
+                f"the {family} policy cannot be served yet: the server serves the LeRobot families whose actions come "
                 "in chunks per row (act, diffusion, vqbet, smolvla, pi0, pi05); evaluate it in-process instead"
             )
         runtime.reset(None, [])
