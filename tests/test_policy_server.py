@@ -253,28 +253,36 @@ def test_health_endpoint_and_log_show_requests_of_two_clients_batched(
     assert any("batch size 4.0 (max 4)" in line for line in lines), lines
 
 
+def start_server(announce: Path, *overrides: str) -> tuple[subprocess.Popen, dict[str, Any]]:
+    """`python -m lerobot_hydra.app.serve` in a subprocess; returns it once it announced itself in `announce`."""
+    args = [sys.executable, "-m", "lerobot_hydra.app.serve", *overrides, *ENV, "serve.host=127.0.0.1"]
+    args += [f"serve.announce={announce}", f"hydra.run.dir={announce.parent / 'serve'}"]
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    server = subprocess.Popen(args, cwd=ROOT, env=environ)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and server.poll() is None:
+        if announce.exists() and (info := json.loads(announce.read_text()))["pid"] == server.pid:
+            return server, info
+        time.sleep(0.1)
+    server.kill()
+    raise AssertionError(f"the server did not announce itself (exit status {server.poll()})")
+
+
 def test_a_server_killed_mid_run_fails_the_run_in_one_line_and_a_rerun_resumes(
     checkpoints: dict[str, list[str]], tmp_path: Path
 ) -> None:
     act = checkpoints["act"]
     announce = tmp_path / "server.json"
-    args = [sys.executable, "-m", "lerobot_hydra.app.serve", *act, *ENV, "serve.host=127.0.0.1"]
-    args += [f"serve.announce={announce}", f"hydra.run.dir={tmp_path / 'serve'}"]
-    environ = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    server = subprocess.Popen(args, cwd=ROOT, env=environ)
+    server, info = start_server(announce, *act)
     common = [*RUN, "env.episode_length=40", "eval.n_episodes=6", "eval.batch_size=2"]
     remote = ["policy=remote", f"policy.url={announce}", "policy.connect_timeout_s=120"]
 
     def kill_after_requests() -> None:
-        while not announce.exists():
-            time.sleep(0.1)
-        port = json.loads(announce.read_text())["port"]
-        while health(port)["requests"] < 3:
+        while health(info["port"])["requests"] < 3:
             time.sleep(0.05)
         server.send_signal(signal.SIGKILL)
 
-    killer = threading.Thread(target=kill_after_requests, daemon=True)
-    killer.start()
+    threading.Thread(target=kill_after_requests, daemon=True).start()
     run_dir = tmp_path / "remote"
     try:
         with pytest.raises(UserError) as failure:
@@ -283,17 +291,37 @@ def test_a_server_killed_mid_run_fails_the_run_in_one_line_and_a_rerun_resumes(
         server.kill()
         server.wait(60)
     message = str(failure.value)
-    url = json.loads(announce.read_text())["url"]  # the killed server could not take its file away
-    assert "\n" not in message and url in message and "went away" in message and "rerun" in message
+    assert "\n" not in message and info["url"] in message and "went away" in message and "rerun" in message
     recorded = len(read_episodes(run_dir)) if (run_dir / "episodes.jsonl").exists() else 0
     assert recorded < 6
+    assert json.loads(announce.read_text())["pid"] == server.pid  # a killed server cannot take its file away
 
     # A new server on another port: the rerun resumes and completes. The policy's identity is the served one, so
-    # the rerun may name the server by its url and wait another time.
-    with served(tmp_path, *act) as (server, _):
-        evaluate_here(run_dir, *common, "policy=remote", f"policy.url=ws://127.0.0.1:{server.port}")
+    # the rerun may name the server by its url and wait another time. SIGTERM then stops it cleanly.
+    server, info = start_server(announce, *act)
+    try:
+        evaluate_here(run_dir, *common, "policy=remote", f"policy.url={info['url']}")
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(60) == 0 and not announce.exists()
+    finally:
+        server.kill()
     evaluate_here(tmp_path / "here", *act, *common)
     assert outcomes(run_dir) == outcomes(tmp_path / "here")
+
+
+def test_parallel_tasks_each_have_their_own_connection(checkpoints: dict[str, list[str]], tmp_path: Path) -> None:
+    act = checkpoints["act"]
+    common = [*RUN, "env.task=[reach-v3,push-v3]", "eval.n_episodes=2", "eval.batch_size=2"]
+    evaluate_here(tmp_path / "here", *act, *common)
+    with served(tmp_path, *act) as (server, announce):
+        remote = ["policy=remote", f"policy.url={announce}", "eval.max_parallel_tasks=2"]
+        evaluate_here(tmp_path / "remote", *common, *remote)
+        time.sleep(0.5)  # the server notices the closed connections
+        stats = health(server.port)
+    assert len(outcomes(tmp_path / "here")) == 4
+    assert outcomes(tmp_path / "remote") == outcomes(tmp_path / "here")
+    # The metadata look-up, the run's own connection and one per lane, all closed at its end; one client completed.
+    assert stats["connections_total"] == 3 + 1 and stats["connections"] == 0 and stats["clients_done"] == 1
 
 
 def test_serve_settings_are_checked(checkpoints: dict[str, list[str]]) -> None:

@@ -119,8 +119,6 @@ def _hydra_main(cfg: DictConfig) -> None:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
-        log.info("policy server stopped")
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ import http
 import json
 import logging
 import queue
+import signal
 import threading
 import time
 import traceback
@@ -171,6 +172,9 @@ class PolicyServer:
         from websockets.asyncio.server import serve
 
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):  # SLURM's scancel, Ctrl-C: stop cleanly
+                self._loop.add_signal_handler(sig, self._signalled, sig)
         async with serve(
             self._handle, self.host, self.port, compression=None, max_size=None, process_request=self._health
         ) as server:
@@ -180,6 +184,11 @@ class PolicyServer:
             await self._stop.wait()
             reporter.cancel()
         log.info("%s", self.stats.line())
+
+    def _signalled(self, sig: signal.Signals) -> None:
+        log.info("policy server stopped by %s", sig.name)
+        assert self._stop is not None
+        self._stop.set()
 
     async def _report(self) -> None:
         while True:

@@ -87,6 +87,7 @@ class RemotePolicy:
         self.task: TaskSpec | None = None
         # Names this run's client (its forks share it) in its `done` message: serve.shards counts distinct ones.
         self.client = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.forks: list[RemotePolicy] = []  # the lanes' policies (eval.max_parallel_tasks), closed with this one
 
     def _row(self, seed: int | None) -> Row:
         return Row(seed, deque(maxlen=self.server["history"] if self.server is not None else 1))
@@ -155,10 +156,12 @@ class RemotePolicy:
         """The run completed: tell our server (its serve.shards counts such clients), then disconnect."""
         if self.server is not None:
             self.connection.request({EXTENSION_KEY: "done", "client": self.client})
-        self.connection.close()
+        for policy in [self, *self.forks]:
+            policy.connection.close()
 
     def fork(self) -> RemotePolicy:
         """Its own connection (a websocket serves one thread), the same client."""
         forked = RemotePolicy(self.url, self.timeout_s, self.server, self.action_dim)
         forked.client = self.client
+        self.forks.append(forked)
         return forked
