@@ -243,6 +243,9 @@ def test_health_endpoint_and_log_show_requests_of_two_clients_batched(
             stats = health(server.port)
             time.sleep(0.5)  # a log line after the batch
             openpi_reply = openpi_request(server.port, {**{k: v[0] for k, v in batch.items()}, "prompt": "reach"})
+            other = serve_config("env=pusht", "policy=remote", f"policy.url={announce}", "device=cpu", name="config")
+            with pytest.raises(UserError, match="reads observation.environment_state, which this env does not"):
+                instantiate_node(other.policy).build(instantiate_node(other.env), "cpu")
     assert len(actions) == 2 and actions[0].shape == (2, 4) and np.array_equal(actions[0], actions[1])
     assert stats["connections"] == 2 and stats["requests"] == 2 and stats["rows"] == 4
     assert stats["batches"] == 1 and stats["mean_batch_size"] == 4.0

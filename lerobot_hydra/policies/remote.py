@@ -63,8 +63,25 @@ class RemotePolicyConfig(PolicyConfig):
         return {"served": self.server["identity"]} if self.server is not None else {"openpi_server": self.url}
 
     def build(self, env: EnvConfig, device: str) -> RemotePolicy:
+        from lerobot_hydra.policies.lerobot_features import env_observation_features
+
         _, action_space = env.spaces(env.tasks()[0])
-        return RemotePolicy(self.url, self.connect_timeout_s, self.server, int(np.prod(action_space.shape)))
+        action_dim = int(np.prod(action_space.shape))
+        if self.server is not None:
+            # A server built for another env: said here in one line, rather than as a failed request.
+            missing = sorted(set(self.server["reads"]) - set(env_observation_features(env)))
+            served_dim = self.server.get("action_dim")
+            if missing or (served_dim is not None and served_dim != action_dim):
+                problem = (
+                    f"reads {', '.join(missing)}, which this env does not produce"
+                    if missing
+                    else (f"acts in {served_dim} dimensions, this env in {action_dim}")
+                )
+                raise UserError(
+                    f"the policy served at {self.url} {problem}; start the server with the env settings of the "
+                    "evaluation (env=..., env.obs_type=...)"
+                )
+        return RemotePolicy(self.url, self.connect_timeout_s, self.server, action_dim)
 
 
 @dataclass

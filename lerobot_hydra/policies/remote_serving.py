@@ -74,6 +74,8 @@ class ChunkPolicy:
         self.name = name
         self.queue_length = layout.actions
         self.history = max(layout.history.values(), default=1)
+        action = (runtime.policy.config.output_features or {}).get("action")
+        self.action_dim = int(np.prod(action.shape)) if action is not None else None
 
     def metadata(self, max_batch_size: int) -> dict[str, Any]:
         """What the server sends on connect: openpi clients ignore our entry; ours reads it."""
@@ -84,6 +86,7 @@ class ChunkPolicy:
                 "reads": sorted(self.runtime.observation_keys),
                 "history": self.history,
                 "chunk": self.queue_length,
+                "action_dim": self.action_dim,
                 "max_batch_size": max_batch_size,
                 "identity": self.identity,
             }
