@@ -126,6 +126,23 @@ def test_stochastic_noise_is_drawn_per_episode_on_the_server(checkpoints: dict[s
             assert outcomes(tmp_path / f"remote{batch_size}") == here
 
 
+@pytest.mark.slow
+def test_smolvla_with_pixels_and_language_through_the_server(tmp_path: Path) -> None:
+    """Flow matching with per-row noise, a camera and the task text tokenized on the server."""
+    from tests.lerobot_checkpoints import METAWORLD_ACTION, tiny_smolvla
+
+    features = {"observation.image": ("VISUAL", (3, 32, 32)), "observation.state": ("STATE", (4,))}
+    smolvla = ["policy=smolvla", f"policy.path={tiny_smolvla(tmp_path / 'smolvla', features, METAWORLD_ACTION)}"]
+    pixels = ["env.obs_type=pixels_agent_pos", "env.observation_height=32", "env.observation_width=32"]
+    chunks = ["policy.overrides={n_action_steps: 2}"]
+    common = [*RUN, *pixels, "env.episode_length=4", "eval.n_episodes=3"]
+    evaluate_here(tmp_path / "here", *smolvla, *chunks, *common, "eval.batch_size=3")
+    with served(tmp_path, *smolvla, *chunks, *pixels) as (_, announce):
+        evaluate_here(tmp_path / "remote", *common, "policy=remote", f"policy.url={announce}", "eval.batch_size=2")
+    assert len({o[5] for o in outcomes(tmp_path / "here")}) == 3
+    assert outcomes(tmp_path / "remote") == outcomes(tmp_path / "here")
+
+
 def openpi_codec() -> tuple[Callable[[Any], Any], Callable[[dict], Any]]:
     """openpi's array encoding for msgpack, as its msgpack_numpy module defines it."""
 
