@@ -119,17 +119,19 @@ def simulated(chunk: int) -> tuple[float, float, float, float]:
 def tiny_act() -> tuple[float, float, float, float]:
     """The same shards through a tiny ACT on the CPU (one torch thread), with its μ(B) measured here."""
     import torch
+    from hydra import compose, initialize_config_module
 
     from lerobot_hydra.app.serve import build_chunk_policy
     from tests.lerobot_checkpoints import METAWORLD_STATE
     from tests.lerobot_checkpoints import tiny_act as build_tiny_act
-    from tests.test_policy_server import serve_config
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         path = build_tiny_act(Path(tmp) / "act")
-        cfg = serve_config("policy=act", f"policy.path={path}", "env.task=reach-v3", "env.obs_type=state", "device=cpu")
-        policy = build_chunk_policy(cfg, 32)
+        overrides = ["policy=act", f"policy.path={path}", "env.task=reach-v3", "env.obs_type=state", "device=cpu"]
+        with initialize_config_module(config_module="lerobot_hydra.conf", version_base="1.3"):
+            cfg = compose(config_name="serve", overrides=overrides)
+        policy = build_chunk_policy(cfg)
     shapes = {key: shape for key, (_, shape) in METAWORLD_STATE.items()}
     mu = {}
     for size in (1, 32):

@@ -27,7 +27,7 @@ CONFIG_PATH = "pkg://lerobot_hydra.conf"
 WILDCARD_HOSTS = {"0.0.0.0", "::", ""}
 
 
-def build_chunk_policy(cfg: DictConfig, max_batch_size: int) -> Any:
+def build_chunk_policy(cfg: DictConfig) -> Any:
     """The policy of `cfg`, loaded as eval.py loads it, behind the server's chunk interface."""
     from importlib.metadata import PackageNotFoundError, version
 
@@ -76,7 +76,7 @@ def serve(cfg: DictConfig, settings: ServeConfig | None = None, server_ready: An
 
     settings = settings or validate_serve(cfg)
     logging.getLogger("websockets").setLevel(logging.WARNING)  # a line per connection otherwise
-    policy = build_chunk_policy(cfg, settings.max_batch_size)
+    policy = build_chunk_policy(cfg)
     server = PolicyServer(policy, settings)
     announce_path = Path(settings.announce).expanduser() if settings.announce else None
 
