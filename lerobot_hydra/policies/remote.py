@@ -9,6 +9,7 @@ and its task text as `prompt`), whose reply's `actions` (chunk, action_dim) are 
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import uuid
@@ -25,6 +26,8 @@ from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.policies.base import PolicyConfig
 from lerobot_hydra.policies.remote_connection import Connection
 from lerobot_hydra.policies.remote_wire import EXTENSION_KEY, METADATA_KEY, PROTOCOL_VERSION
+
+log = logging.getLogger("lerobot_hydra")
 
 
 @dataclass
@@ -172,7 +175,10 @@ class RemotePolicy:
     def finish(self) -> None:
         """The run completed: tell our server (its serve.shards counts such clients), then disconnect."""
         if self.server is not None:
-            self.connection.request({EXTENSION_KEY: "done", "client": self.client})
+            try:
+                self.connection.request({EXTENSION_KEY: "done", "client": self.client})
+            except UserError as err:  # every episode is recorded: the run succeeded all the same
+                log.warning("could not tell the policy server that this run completed: %s", err)
         for policy in [self, *self.forks]:
             policy.connection.close()
 
