@@ -329,15 +329,20 @@ def test_a_server_killed_mid_run_fails_the_run_in_one_line_and_a_rerun_resumes(
     assert outcomes(run_dir) == outcomes(tmp_path / "here")
 
 
-def test_parallel_tasks_each_have_their_own_connection(checkpoints: dict[str, list[str]], tmp_path: Path) -> None:
+def test_parallel_tasks_have_their_own_connections_and_a_complete_rerun_counts_as_done(
+    checkpoints: dict[str, list[str]], tmp_path: Path
+) -> None:
     act = checkpoints["act"]
     common = [*RUN, "env.task=[reach-v3,push-v3]", "eval.n_episodes=2", "eval.batch_size=2"]
     evaluate_here(tmp_path / "here", *act, *common)
-    with served(tmp_path, *act) as (server, announce):
+    with served(tmp_path, *act, "serve.shards=2") as (server, announce):
         remote = ["policy=remote", f"policy.url={announce}", "eval.max_parallel_tasks=2"]
         evaluate_here(tmp_path / "remote", *common, *remote)
         time.sleep(0.5)  # the server notices the closed connections
         stats = health(server.port)
+        # The complete run again: nothing to run, no policy built, yet it tells the server: its second shard.
+        evaluate_here(tmp_path / "remote", *common, *remote)
+        assert server.stopped.wait(30)
     assert len(outcomes(tmp_path / "here")) == 4
     assert outcomes(tmp_path / "remote") == outcomes(tmp_path / "here")
     # The metadata look-up, the run's own connection and one per lane, all closed at its end; one client completed.

@@ -122,6 +122,8 @@ def run_lanes(
                 render=videos is not None,
                 videos=videos,
             )
+        else:
+            policy_cfg.completed_unbuilt()
     except RunInterrupted as err:
         return err.with_traceback(None)  # its frames would keep the closed workers' shared memory alive
     finally:

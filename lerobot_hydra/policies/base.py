@@ -72,6 +72,10 @@ class PolicyConfig:
         (`auto` included; see `gl.resolve_device`). Runs once per run, while the workers start."""
         raise NotImplementedError
 
+    def completed_unbuilt(self) -> None:
+        """The run had no episode left to run (a complete shard run again), so no policy was built. A remote
+        policy tells its server all the same that this run is complete (policies/remote.py)."""
+
     def identity(self) -> dict[str, Any] | None:
         """What the policy's weights are (a Hub commit, a hash of a checkpoint's files), found without building
         the policy; part of the run's fingerprint, so a resume or shard with other weights is refused. None for

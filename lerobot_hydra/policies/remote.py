@@ -57,6 +57,12 @@ class RemotePolicyConfig(PolicyConfig):
             )
         return ours if isinstance(ours, dict) else None
 
+    def completed_unbuilt(self) -> None:
+        if self.server is not None:
+            connection = Connection(self.url, self.connect_timeout_s)
+            tell_done(connection, client_id())
+            connection.close()
+
     def reads(self, env: EnvConfig) -> set[str] | None:
         return None if self.server is None else set(self.server["reads"])
 
@@ -87,6 +93,18 @@ class RemotePolicyConfig(PolicyConfig):
         return RemotePolicy(self.url, self.connect_timeout_s, self.server, action_dim)
 
 
+def client_id() -> str:
+    """Names a run's client in its `done` message: serve.shards counts distinct ones."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def tell_done(connection: Connection, client: str) -> None:
+    try:
+        connection.request({EXTENSION_KEY: "done", "client": client})
+    except UserError as err:  # every episode is recorded: the run succeeded all the same
+        log.warning("could not tell the policy server that this run completed: %s", err)
+
+
 @dataclass
 class Row:
     seed: int | None
@@ -105,8 +123,7 @@ class RemotePolicy:
         self.connection = Connection(url, timeout_s)
         self.rows: list[Row] = []
         self.task: TaskSpec | None = None
-        # Names this run's client (its forks share it) in its `done` message: serve.shards counts distinct ones.
-        self.client = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.client = client_id()  # its forks share it
         self.forks: list[RemotePolicy] = []  # the lanes' policies (eval.max_parallel_tasks), closed with this one
 
     def _row(self, seed: int | None) -> Row:
@@ -175,10 +192,7 @@ class RemotePolicy:
     def finish(self) -> None:
         """The run completed: tell our server (its serve.shards counts such clients), then disconnect."""
         if self.server is not None:
-            try:
-                self.connection.request({EXTENSION_KEY: "done", "client": self.client})
-            except UserError as err:  # every episode is recorded: the run succeeded all the same
-                log.warning("could not tell the policy server that this run completed: %s", err)
+            tell_done(self.connection, self.client)
         for policy in [self, *self.forks]:
             policy.connection.close()
 
