@@ -58,10 +58,15 @@ class RemotePolicyConfig(PolicyConfig):
         return ours if isinstance(ours, dict) else None
 
     def completed_unbuilt(self) -> None:
-        if self.server is not None:
+        if self.server is None:
+            return
+        try:
             connection = Connection(self.url, self.connect_timeout_s)
-            tell_done(connection, client_id())
-            connection.close()
+        except UserError as err:  # every episode is recorded: the run succeeded all the same
+            log.warning("could not tell the policy server that this run completed: %s", err)
+            return
+        tell_done(connection, client_id())
+        connection.close()
 
     def reads(self, env: EnvConfig) -> set[str] | None:
         return None if self.server is None else set(self.server["reads"])
