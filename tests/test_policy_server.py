@@ -273,12 +273,17 @@ def test_health_endpoint_and_log_show_requests_of_two_clients_batched(
     assert any("batch size 4.0 (max 4)" in line for line in lines), lines
 
 
-def start_server(announce: Path, *overrides: str) -> tuple[subprocess.Popen, dict[str, Any]]:
-    """`python -m lerobot_hydra.app.serve` in a subprocess; returns it once it announced itself in `announce`."""
+def launch_server(announce: Path, *overrides: str) -> subprocess.Popen:
+    """`python -m lerobot_hydra.app.serve` in a subprocess, announcing itself in `announce`."""
     args = [sys.executable, "-m", "lerobot_hydra.app.serve", *overrides, *ENV, "serve.host=127.0.0.1"]
     args += [f"serve.announce={announce}", f"hydra.run.dir={announce.parent / 'serve'}"]
     environ = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    server = subprocess.Popen(args, cwd=ROOT, env=environ)
+    return subprocess.Popen(args, cwd=ROOT, env=environ)
+
+
+def start_server(announce: Path, *overrides: str) -> tuple[subprocess.Popen, dict[str, Any]]:
+    """`launch_server`, returned once it has announced itself."""
+    server = launch_server(announce, *overrides)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and server.poll() is None:
         if announce.exists() and (info := json.loads(announce.read_text()))["pid"] == server.pid:
@@ -316,11 +321,15 @@ def test_a_server_killed_mid_run_fails_the_run_in_one_line_and_a_rerun_resumes(
     assert recorded < 6
     assert json.loads(announce.read_text())["pid"] == server.pid  # a killed server cannot take its file away
 
-    # A new server on another port: the rerun resumes and completes. The policy's identity is the served one, so
-    # the rerun may name the server by its url and wait another time. SIGTERM then stops it cleanly.
-    server, info = start_server(announce, *act)
+    # The rerun starts while the announce file still names the dead server; it waits, reading the file again,
+    # until the new server (another port) rewrites it, then resumes and completes. The policy's identity is the
+    # served one, so a run naming the server by its url has the same fingerprint. SIGTERM stops the server cleanly.
+    server = launch_server(announce, *act)
     try:
-        evaluate_here(run_dir, *common, "policy=remote", f"policy.url={info['url']}")
+        evaluate_here(run_dir, *common, *remote)
+        info = json.loads(announce.read_text())
+        assert info["pid"] == server.pid
+        evaluate_here(run_dir, *common, "policy=remote", f"policy.url={info['url']}")  # complete: nothing to run
         server.send_signal(signal.SIGTERM)
         assert server.wait(60) == 0 and not announce.exists()
     finally:
