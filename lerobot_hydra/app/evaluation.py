@@ -123,7 +123,7 @@ def run_lanes(
                 videos=videos,
             )
         else:
-            policy_cfg.completed_unbuilt()
+            parts.policy.completed_unbuilt()
     except RunInterrupted as err:
         return err.with_traceback(None)  # its frames would keep the closed workers' shared memory alive
     finally:

@@ -13,13 +13,10 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from lerobot_hydra.config.schema import instantiate_node
 from lerobot_hydra.config.serve_schema import ServeConfig, validate_serve
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.core.gl import configure_mujoco_gl, resolve_device
-from lerobot_hydra.envs.base import EnvConfig
-from lerobot_hydra.policies.base import PolicyConfig
+from lerobot_hydra.core.gl import resolve_device
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -28,22 +25,17 @@ WILDCARD_HOSTS = {"0.0.0.0", "::", ""}
 
 
 def build_chunk_policy(cfg: DictConfig) -> Any:
-    """The policy of `cfg`, loaded as eval.py loads it, behind the server's chunk interface."""
+    """The policy of `cfg`, loaded as eval.py loads it (the same run builder), behind the server's chunk interface."""
     from importlib.metadata import PackageNotFoundError, version
 
     from lerobot_hydra.policies.remote_serving import ChunkPolicy
+    from lerobot_hydra.rollout.build import build_run
 
-    configure_mujoco_gl()
-    env_cfg = instantiate_node(cfg.env)
-    if not isinstance(env_cfg, EnvConfig):
-        raise UserError(f"env._target_ must name an EnvConfig subclass, got {type(env_cfg).__name__}")
-    policy_cfg = instantiate_node(cfg.policy)
-    if not isinstance(policy_cfg, PolicyConfig):
-        raise UserError(f"policy._target_ must name a PolicyConfig subclass, got {type(policy_cfg).__name__}")
+    parts = build_run(cfg)
     policy = OmegaConf.to_container(cfg.policy, resolve=True)
     assert isinstance(policy, dict)
     packages = {}
-    for name in ["torch", *policy_cfg.distributions()]:
+    for name in ["torch", *parts.policy.distributions()]:
         try:
             packages[name] = version(name)
         except PackageNotFoundError:
@@ -51,12 +43,12 @@ def build_chunk_policy(cfg: DictConfig) -> Any:
     # What a shard's fingerprint records of the served policy (the device is outcome-neutral, as in eval.py).
     identity = {
         "policy": {k: v for k, v in policy.items() if k != "device"},
-        "checkpoint": policy_cfg.identity(),
+        "checkpoint": parts.policy.identity(),
         "packages": packages,
     }
     name = str(policy.get("path") or policy["_target_"])
-    served = ChunkPolicy(policy_cfg.build(env_cfg, cfg.device), identity, name)
-    log.info("serving %s on %s", name, policy_cfg.resolved_device(resolve_device(str(cfg.device))))
+    served = ChunkPolicy(parts.build_policy(), identity, name)
+    log.info("serving %s on %s", name, parts.policy.resolved_device(resolve_device(str(cfg.device))))
     return served
 
 

@@ -35,6 +35,10 @@ class Policy(Protocol):
         """A policy with its own per-episode state that shares this one's weights (for parallel tasks)."""
         ...
 
+    def finish(self) -> None:
+        """Every episode of the run ran (called once, on the policy built for the run, not on its forks): a remote
+        policy tells its server and disconnects (policies/remote.py); by default there is nothing to do."""
+
 
 class RowResettablePolicy(Policy, Protocol):
     """A policy whose per-episode state is per batch row. It gets each sub-env's next episode as soon as the

@@ -23,7 +23,7 @@ import numpy as np
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
-from lerobot_hydra.policies.base import PolicyConfig
+from lerobot_hydra.policies.base import PolicyConfig, RowResettablePolicy
 from lerobot_hydra.policies.remote_connection import Connection
 from lerobot_hydra.policies.remote_wire import EXTENSION_KEY, METADATA_KEY, PROTOCOL_VERSION
 
@@ -122,7 +122,7 @@ class Row:
         return self.seed is None
 
 
-class RemotePolicy:
+class RemotePolicy(RowResettablePolicy):
     def __init__(self, url: str, timeout_s: float, server: dict[str, Any] | None, action_dim: int) -> None:
         self.url, self.timeout_s, self.server, self.action_dim = url, timeout_s, server, action_dim
         self.connection = Connection(url, timeout_s)

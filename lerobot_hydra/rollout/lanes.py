@@ -87,8 +87,7 @@ def evaluate(
             pool = cf.ThreadPoolExecutor(max_workers=n_lanes, thread_name_prefix="lane")
             try:
                 futures = [
-                    pool.submit(run_lane, lane, vecs, built.fork())
-                    for lane, vecs in zip(lanes, lane_vecs, strict=True)
+                    pool.submit(run_lane, lane, vecs, built.fork()) for lane, vecs in zip(lanes, lane_vecs, strict=True)
                 ]
                 for future in cf.as_completed(futures):
                     future.result()
@@ -97,9 +96,7 @@ def evaluate(
                 raise
             finally:
                 pool.shutdown(wait=True)
-        finish = getattr(built, "finish", None)
-        if callable(finish):  # every episode ran: a remote policy tells its server (policies/remote.py)
-            finish()
+        built.finish()
     finally:
         for envs in opened:
             close_task_vector_envs(envs)
