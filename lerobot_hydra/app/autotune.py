@@ -1,5 +1,6 @@
 """`lerobot-hydra-autotune <overrides>`: measure the configured env and policy on this machine, then
-recommend eval.batch_size, eval.max_parallel_tasks, shards per node and MUJOCO_GL.
+recommend eval.batch_size, eval.max_parallel_tasks, shards per node and MUJOCO_GL (`--server`: shards per policy
+server and its batch size, autotune_server.py).
 
 Every number comes from a probe of the actual env and policy in the config: vector-env step latency (with
 rendering when the observations or videos need it) and policy latency per batch size, worker memory, the
@@ -16,8 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig
-
+from lerobot_hydra.app.probing import compose
 from lerobot_hydra.core.errors import UserError
 
 log = logging.getLogger("lerobot_hydra")
@@ -168,22 +168,6 @@ def recommend(probes: list[Probe], cpus: int, gpus: int, n_tasks: int, gl: str, 
     return Recommendation(chosen.batch_size, lanes, shards, gl, reasons)
 
 
-def compose(overrides: list[str]) -> DictConfig:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    import lerobot_hydra.app.main  # noqa: F401  registers the schemas and resolvers
-    from lerobot_hydra.sweep.cli import describe_hydra_error
-
-    try:
-        with initialize_config_module(config_module="lerobot_hydra.conf", version_base="1.3"):
-            return hydra_compose(config_name="config", overrides=overrides)
-    except (HydraException, OmegaConfBaseException) as err:
-        raise UserError(describe_hydra_error(err) or str(err).splitlines()[0]) from err
-
-
 def run(overrides: list[str]) -> Recommendation:
     import torch
 
@@ -236,8 +220,14 @@ def run(overrides: list[str]) -> Recommendation:
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
-        print(f"Probing {' '.join(sys.argv[1:]) or 'the default config'} ...", flush=True)
-        run(sys.argv[1:])
+        args = sys.argv[1:]
+        print(f"Probing {' '.join(args) or 'the default config'} ...", flush=True)
+        if "--server" in args:  # shards per policy server and its batch size (autotune_server.py)
+            from lerobot_hydra.app.autotune_server import server_main
+
+            server_main([a for a in args if a != "--server"])
+            return
+        run(args)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
