@@ -48,7 +48,7 @@ def test_the_recommended_sweep_serves_the_probed_policy_to_remote_shards() -> No
     assert command[:4] == ["python", "eval.py", "-m", "env.task=reach-v3"]
     assert "policy=remote" in command and "eval.shard_id=0,1,2,3" in command  # capped at the run's 4 episodes
     assert "+policy_server=slurm_gpu" in command and "policy_server.policy=act" in command
-    assert "policy_server.overrides=[policy.path=/ckpt,device=cuda,serve.max_batch_size=2]" in command
+    assert "policy_server.overrides={policy.path: /ckpt, device: cuda, serve.max_batch_size: 2}" in command
 
 
 @pytest.fixture(scope="module")

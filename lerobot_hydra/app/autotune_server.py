@@ -161,12 +161,13 @@ def sweep_command(overrides: list[str], rec: ServerRecommendation, episodes: int
     served = [o for o in overrides if o.split("=", 1)[0] in ("policy", "device") or o.startswith("policy.")]
     shard = [o for o in overrides if o not in served and not o.startswith("eval.batch_size=")]
     policy = next((o.split("=", 1)[1] for o in served if o.startswith("policy=")), "metaworld_expert")
-    server = [o for o in served if not o.startswith("policy=")] + [f"serve.max_batch_size={rec.max_batch_size}"]
+    server = [o.replace("=", ": ", 1) for o in served if not o.startswith("policy=")]
+    server.append(f"serve.max_batch_size: {rec.max_batch_size}")
     ids = ",".join(str(k) for k in range(shards))
     return [
         "python", "eval.py", "-m", *shard, "policy=remote", f"eval.batch_size={rec.env_batch_size}",
         f"eval.shard_id={ids}", "+policy_server=slurm_gpu",
-        f"policy_server.policy={policy}", f"policy_server.overrides=[{','.join(server)}]",
+        f"policy_server.policy={policy}", f"policy_server.overrides={{{', '.join(server)}}}",
     ]  # fmt: skip
 
 

@@ -50,6 +50,8 @@ class RunConfig:
     seed: int = 1000
     # auto: cuda when a GPU is visible, else cpu.
     device: str = "auto"
+    # A sweep's policy server (+policy_server=<preset>; schema lerobot_hydra.sweep.server_job.PolicyServerConfig).
+    policy_server: Any = None
 
 
 def register_schemas() -> None:

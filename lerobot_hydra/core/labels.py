@@ -14,6 +14,9 @@ import re
 from collections.abc import Iterable, Sequence
 
 SHARD_KEYS = ("eval.shard_id", "eval.num_shards")
+# Where a sweep's policy is served (+policy_server=<preset>, policy_server.*), not what it evaluates: like the
+# launcher, left out of labels and so of dir names (a sweep rerun with other server settings resumes in place).
+SERVER_KEY = "policy_server"
 # Longer labels are cut and suffixed with a hash to keep directory names well under filesystem limits.
 MAX_LABEL_DIR_CHARS = 120
 
@@ -22,9 +25,14 @@ def is_shard_override(override: str) -> bool:
     return override.lstrip("+~").split("=", 1)[0] in SHARD_KEYS
 
 
+def is_server_override(override: str) -> bool:
+    key = override.lstrip("+~").split("=", 1)[0]
+    return key == SERVER_KEY or key.startswith(f"{SERVER_KEY}.")
+
+
 def combination_label(overrides: Iterable[str]) -> str:
-    """A job's overrides other than the shard ones, sorted: names its combination in a sweep."""
-    return ",".join(sorted(o for o in overrides if not is_shard_override(o)))
+    """A job's overrides other than the shard and server ones, sorted: names its combination in a sweep."""
+    return ",".join(sorted(o for o in overrides if not is_shard_override(o) and not is_server_override(o)))
 
 
 def split_label(label: str) -> list[str]:

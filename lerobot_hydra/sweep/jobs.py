@@ -27,6 +27,10 @@ log = logging.getLogger("lerobot_hydra")
 UNFINISHED = {"PENDING", "RUNNING", "REQUEUED", "COMPLETING", "CONFIGURING", "SUSPENDED", "RESIZING"}
 
 
+# Every job the submitit launcher submitted in this process (the policy server's callback checks they ended).
+SUBMITTED: list[Any] = []
+
+
 class SweepJobsFailed(Exception):
     """Some jobs of a sweep did not succeed; the message has a line per job."""
 
@@ -51,6 +55,7 @@ def watch_submitit_jobs() -> None:
         def recording_map_array(executor: Any, fn: Any, *iterables: Any) -> Any:
             jobs = map_array(executor, fn, *iterables)
             submitted.extend(zip(jobs, iterables[0], strict=True))  # the first argument: the job's overrides
+            SUBMITTED.extend(jobs)
             return jobs
 
         submitit.AutoExecutor.map_array = recording_map_array  # type: ignore[method-assign]
