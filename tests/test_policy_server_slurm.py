@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from submitit.core.utils import pickle_load
 
 from tests.conftest import ROOT, outcome, read_json, run_eval
 from tests.lerobot_checkpoints import tiny_act
@@ -87,6 +88,11 @@ def episodes(sweep: Path, shard: int) -> list[dict[str, Any]]:
     return [json.loads(line) for line in files[0].read_text().splitlines(keepends=True) if line.endswith("\n")]
 
 
+def server_gone(message: str) -> bool:
+    went_away = "the policy server at ws://" in message and " went away " in message
+    return went_away or "no policy server answered" in message
+
+
 def merged(sweep: Path) -> list[tuple]:
     return [outcome(r) for r in read_json(sweep / "eval_info.json")["episodes"]]
 
@@ -110,10 +116,12 @@ def test_one_server_job_serves_two_shard_jobs_as_the_in_process_run_and_exits_wh
     assert not (sweep / "policy_server" / "server.json").exists()  # a server that exits takes its address along
     log = Path(job["log_err"]).read_text() + Path(job["log_out"]).read_text()
     assert "policy server listening on" in log
-    # Every shard was a client of the server: none loaded the checkpoint itself.
+    # Every shard was a client of this server, and records the checkpoint it served.
     for shard in (0, 1):
-        saved = next(sweep.rglob(f"shard_{shard}_of_2/.hydra/config.yaml")).read_text()
-        assert "RemotePolicyConfig" in saved and str(sweep / "policy_server" / "server.json") in saved
+        identity = read_json(next(sweep.rglob(f"shard_{shard}_of_2.json")))["identity"]
+        assert identity["policy"]["_target_"] == "lerobot_hydra.policies.remote.RemotePolicyConfig"
+        assert identity["policy"]["url"] == str(sweep / "policy_server" / "server.json")
+        assert identity["checkpoint"]["served"]["policy"]["path"] == str(checkpoint)
 
 
 def test_a_server_cancelled_mid_run_fails_the_shards_in_one_line_and_the_rerun_resumes_them(
@@ -136,15 +144,17 @@ def test_a_server_cancelled_mid_run_fails_the_shards_in_one_line_and_the_rerun_r
         proc.kill()
         raise
     stderr = err.decode()
-    assert proc.returncode == 1, stderr
+    assert proc.returncode == 2, stderr  # a job's error, in one line (README "Stopping a run, and exit codes")
     kept = {shard: [e["episode_index"] for e in episodes(sweep, shard)] for shard in (0, 1)}
     assert sum(map(len, kept.values())) < len(reference), "the server was cancelled after every episode ran"
-    assert "2 of 2 jobs of the sweep did not succeed" in stderr
-    # Each shard failed with the client's one line: its server went away, or (a shard that started after the
+    errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and server_gone(errors[0]), stderr
+    # Each shard job failed with the client's one line: its server went away, or (a shard that started after the
     # cancel) none answered at the announce file.
-    for shard in (0, 1):
-        line = next(line for line in stderr.splitlines() if f": shard {shard} of 2; log: " in line)
-        assert "it raised: " in line and ("went away" in line or "no policy server answered" in line), stderr
+    for result in sorted((sweep / ".submitit").glob("*_*/*_result.pkl")):
+        _, returned = pickle_load(result)
+        message = str(returned._return_value)
+        assert len(message.splitlines()) == 1 and server_gone(message), message
     rerun = run_sweep(sweep, checkpoint)
     assert rerun.returncode == 0, rerun.stderr
     second = server_job(sweep)["job_id"]
