@@ -160,7 +160,12 @@ def submit(settings: PolicyServerConfig, sweep_dir: Path, shards: int, env: list
     except (TypeError, ValueError, NameError) as err:
         raise UserError(f"bad policy_server.launcher setting: {err}") from err
     command = server_command(settings, sweep_dir, shards, env)
-    job = executor.submit(exec_server, command)
+    try:
+        job = executor.submit(exec_server, command)
+    except Exception as err:  # noqa: BLE001 - sbatch's refusal (a partition, an account) is the user's to fix
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        reason = lines[-1] if lines else type(err).__name__
+        raise UserError(f"submitting the policy server job failed ({reason}); check policy_server.launcher") from err
     record = {
         "job_id": str(job.job_id),
         "cluster": cluster,
