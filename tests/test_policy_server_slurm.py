@@ -147,6 +147,7 @@ def test_a_server_cancelled_mid_run_fails_the_shards_in_one_line_and_the_rerun_r
     assert proc.returncode == 2, stderr  # a job's error, in one line (README "Stopping a run, and exit codes")
     kept = {shard: [e["episode_index"] for e in episodes(sweep, shard)] for shard in (0, 1)}
     assert sum(map(len, kept.values())) < len(reference), "the server was cancelled after every episode ran"
+    assert not (sweep / "policy_server" / "server.json").exists()  # the killed server's address: removed at the end
     errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and server_gone(errors[0]), stderr
     # Each shard job failed with the client's one line: its server went away, or (a shard that started after the

@@ -30,6 +30,7 @@ URL = "${hydra:sweep.dir}/policy_server/server.json"
 class StartPolicyServer(Callback):
     def __init__(self) -> None:
         self._job: Any = None
+        self._sweep_dir = Path()
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         if OmegaConf.select(config, "policy_server") is not None:
@@ -54,7 +55,7 @@ class StartPolicyServer(Callback):
         except UserError as err:
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
-        self._job = job
+        self._job, self._sweep_dir = job, sweep_dir
         print(
             f"lerobot_hydra: policy server job {job.job_id} submitted (policy={settings.policy}, for {shards} shard "
             f"jobs; log: {job.paths.stderr}); waiting for it to listen",
@@ -78,7 +79,7 @@ class StartPolicyServer(Callback):
         from lerobot_hydra.sweep.jobs import SUBMITTED
 
         if self._job is not None:
-            stop_if_outliving(self._job, list(SUBMITTED))
+            stop_if_outliving(self._job, list(SUBMITTED), self._sweep_dir)
 
 
 def check_clients(config: DictConfig, overrides: list[str], sweep_dir: Path) -> None:

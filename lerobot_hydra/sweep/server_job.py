@@ -207,10 +207,12 @@ def wait_until_listening(job: Any, sweep_dir: Path, timeout_s: float) -> dict[st
         raise SystemExit(130) from None
 
 
-def stop_if_outliving(job: Any, shard_jobs: list[Any], grace_s: float = 20.0) -> None:
+def stop_if_outliving(job: Any, shard_jobs: list[Any], sweep_dir: Path, grace_s: float = 20.0) -> None:
     """At the sweep's end: a server whose shard jobs have all ended exits by itself once each said "done"; one
-    that is still up (a shard failed, or found its work recorded and never connected) is cancelled."""
+    that is still up (a shard failed, or found its work recorded and never connected) is cancelled. The announce
+    file of a server that ended without removing it (killed) is removed."""
     if job.done():
+        announce_path(sweep_dir).unlink(missing_ok=True)
         return
     if not all(j.done() for j in shard_jobs):
         print(
@@ -224,6 +226,7 @@ def stop_if_outliving(job: Any, shard_jobs: list[Any], grace_s: float = 20.0) ->
     if not job.done():
         job.cancel(check=False)
         print(f"lerobot_hydra: stopped the policy server job {job.job_id}: every shard job has ended", file=sys.stderr)
+    announce_path(sweep_dir).unlink(missing_ok=True)
 
 
 def _read_announce(path: Path) -> dict[str, Any] | None:
