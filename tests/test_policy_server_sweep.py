@@ -44,6 +44,11 @@ def test_shards_that_are_not_the_servers_clients_are_refused_before_anything_is_
     assert proc.returncode == 2
     expected = f"the shards find their server through {sweep}/policy_server/server.json; leave policy.url out"
     assert expected in proc.stderr
+    proc = run_eval("policy=remote", *args[::2], out_dir=sweep, multirun=True, check=False)  # no policy_server.policy
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "error: policy_server.policy is not set; name the policy to serve, e.g. policy_server.policy=act"
+    )
     assert not sweep.exists()
 
 

@@ -61,6 +61,8 @@ def read_settings(node: DictConfig) -> PolicyServerConfig:
     """The `policy_server` node checked against its schema: unknown keys and wrong types are one line."""
     from omegaconf.errors import OmegaConfBaseException
 
+    if OmegaConf.is_missing(node, "policy"):
+        raise UserError("policy_server.policy is not set; name the policy to serve, e.g. policy_server.policy=act")
     try:
         merged = OmegaConf.merge(OmegaConf.structured(PolicyServerConfig), node)
         settings: PolicyServerConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
