@@ -120,7 +120,6 @@ def test_one_server_job_serves_two_shard_jobs_as_the_in_process_run_and_exits_wh
     for shard in (0, 1):
         identity = read_json(next(sweep.rglob(f"shard_{shard}_of_2.json")))["identity"]
         assert identity["policy"]["_target_"] == "lerobot_hydra.policies.remote.RemotePolicyConfig"
-        assert identity["policy"]["url"] == str(sweep / "policy_server" / "server.json")
         assert identity["checkpoint"]["served"]["policy"]["path"] == str(checkpoint)
 
 
