@@ -12,6 +12,7 @@ import pytest
 
 from lerobot_hydra.app import autotune_server
 from lerobot_hydra.app.autotune_server import SAFETY, batch_sizes, recommend_server, sweep_command
+from lerobot_hydra.core.errors import UserError
 from tests.conftest import ROOT
 from tests.lerobot_checkpoints import TINY_ACT, tiny_act
 
@@ -88,3 +89,9 @@ def test_a_bad_max_batch_is_one_line() -> None:
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: --max-batch needs a whole number, e.g. --max-batch 32"
+
+
+def test_a_policy_the_server_cannot_serve_is_refused_in_one_line() -> None:
+    overrides = ["env.task=reach-v3", "env.obs_type=state", "policy=random", "eval.n_episodes=1", "eval.batch_size=1"]
+    with pytest.raises(UserError, match="cannot be served yet"):
+        autotune_server.run(overrides, max_batch=1)

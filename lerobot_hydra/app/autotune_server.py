@@ -4,8 +4,9 @@ Two measurements on this machine, with the env and policy of the config:
 - λ, the observations one shard produces per second: its vector env stepped at `eval.batch_size` with random
   actions and no inference (env pre-processing included). A shard asks the server only when a row needs a new
   chunk, so it sends λ / k requests per second for a policy that queues k actions of each chunk.
-- μ(B), the server's throughput at batch B = 1, 2, 4, ... `--max-batch`: B rows of a real observation that all ask
-  for a chunk (reset, then one `select_action`: pre-processing, the forward pass, post-processing), timed.
+- μ(B), the server's throughput at batch B = 1, 2, 4, ... `--max-batch`: the server's own chunk pass
+  (`ChunkPolicy.infer`: pre-processing, the forward pass, post-processing) for B rows of a real observation;
+  a policy the server cannot serve is refused as the server refuses it.
 The recommendation keeps the load below SAFETY of the capacity: N shards with N·λ/k <= SAFETY·μ(B), at the batch
 size B that allows the most shards (the smallest such B), and only a B that N shards can fill (N·batch_size >= B).
 """
@@ -18,6 +19,8 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from lerobot_hydra.core.errors import UserError
 
@@ -91,9 +94,7 @@ def recommend_server(
 
 
 def env_obs_per_s(env_cfg: Any, env_pre: Any, batch_size: int) -> tuple[float, dict[str, Any], Any]:
-    """λ at `batch_size` (random actions, no inference), one pre-processed observation row and the task."""
-    import numpy as np
-
+    """λ at `batch_size` (random actions, no inference), one pre-processed observation and the task."""
     from lerobot_hydra.envs.protocol import EPISODES_KEY
     from lerobot_hydra.processors.observation import RAW_KEY
     from lerobot_hydra.vector.task_envs import close_task_vector_envs, create_task_vector_envs
@@ -119,37 +120,21 @@ def env_obs_per_s(env_cfg: Any, env_pre: Any, batch_size: int) -> tuple[float, d
     return batch_size * steps / elapsed, first, task
 
 
-def server_obs_per_s(policy: Any, row: dict[str, Any], task: Any, batch: int) -> float:
-    """μ(B): B copies of one observation row, every row asking for a chunk (a reset before each pass)."""
-    import numpy as np
+def server_obs_per_s(chunks: Any, observation: dict[str, Any], task: Any, batch: int) -> float:
+    """μ(B): the server's own chunk pass (ChunkPolicy.infer) for B rows, each a copy of one observation."""
+    from lerobot_hydra.policies.remote_serving import ChunkRows
 
-    tiled = {k: _tile(v, batch) for k, v in row.items()}
+    frames = {
+        key: np.repeat(np.asarray(observation[key])[:1, None], chunks.history, axis=1).repeat(batch, axis=0)
+        for key in chunks.runtime.observation_keys
+    }
+    rows = ChunkRows(frames, [task.description] * batch, [1000 + k for k in range(batch)], [None] * batch)
     times: list[float] = []
     while len(times) < MIN_REPEATS or sum(times) < MIN_TIMED_S:
-        policy.reset(task, [1000 + k for k in range(batch)])
         t0 = time.perf_counter()
-        np.asarray(policy.select_action(tiled))
+        chunks.infer(rows)
         times.append(time.perf_counter() - t0)
     return batch / statistics.median(times)
-
-
-def steps_per_request(policy: Any) -> int:
-    """Actions a row takes from each chunk: per-row LeRobot policies' queue length (after a reset), LeRobot's
-    own n_action_steps for the others, else 1 (a request every step)."""
-    layout = getattr(policy, "layout", None)
-    if layout is not None:
-        return int(layout.actions or 1)
-    config = getattr(getattr(policy, "policy", None), "config", None)
-    return int(getattr(config, "n_action_steps", 1) or 1)
-
-
-def _tile(value: Any, batch: int) -> Any:
-    import numpy as np
-
-    if isinstance(value, (list, tuple)):
-        return [value[0]] * batch
-    array = np.asarray(value)
-    return np.repeat(array[:1], batch, axis=0) if array.ndim else array
 
 
 def sweep_command(overrides: list[str], rec: ServerRecommendation, episodes: int) -> list[str]:
@@ -175,6 +160,7 @@ def run(overrides: list[str], max_batch: int = DEFAULT_MAX_BATCH) -> ServerRecom
     from lerobot_hydra.app.probing import compose
     from lerobot_hydra.config.schema import available_cpus, validate
     from lerobot_hydra.core.gl import resolve_device
+    from lerobot_hydra.policies.remote_serving import ChunkPolicy
     from lerobot_hydra.rollout.build import build_run
 
     if max_batch < 1:
@@ -187,14 +173,13 @@ def run(overrides: list[str], max_batch: int = DEFAULT_MAX_BATCH) -> ServerRecom
     policy, env_cfg, env_pre, tasks = parts.build_policy(), parts.run_env, parts.env_pre, parts.tasks
     env_batch = eval_cfg.batch_size or min(available_cpus(), eval_cfg.n_episodes)
     obs_per_s, first, task = env_obs_per_s(env_cfg, env_pre, env_batch)
-    row = {k: (v[:1] if isinstance(v, (list, tuple)) else v) for k, v in first.items()}
+    chunks = ChunkPolicy(policy, {}, "autotune")  # what the server runs; refuses a policy it cannot serve
     print(f"  shard: {obs_per_s:,.1f} observations/s at eval.batch_size={env_batch} (no inference)", flush=True)
     throughput: dict[int, float] = {}
     for b in batch_sizes(max_batch):
-        throughput[b] = server_obs_per_s(policy, row, task, b)
+        throughput[b] = server_obs_per_s(chunks, first, task, b)
         print(f"  server batch {b:>3}: {1000 * b / throughput[b]:8.2f} ms a pass, {throughput[b]:9,.1f}/s", flush=True)
-    policy.reset(task, [1000])
-    rec = recommend_server(obs_per_s, steps_per_request(policy), env_batch, throughput)
+    rec = recommend_server(obs_per_s, chunks.queue_length, env_batch, throughput)
     print(f"  policy on {device}")
     print("\nRecommendation:")
     for reason in rec.reasons:
