@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 
 from lerobot_hydra.config.schema import validate
 from lerobot_hydra.core.errors import UserError
-from tests.conftest import CONF, run_eval
+from tests.conftest import CONF, run_eval, run_here
 
 GROUPS = ["env", "policy", "eval", "logger"]
 
@@ -58,24 +58,31 @@ def test_unknown_keys_under_env_and_eval_are_rejected(compose) -> None:
         validate(compose("+eval.foo=1"))
 
 
-@pytest.mark.parametrize(
-    ("args", "expected"),
-    [
-        (["env=nope"], "unknown env 'nope'; available: gym, libero, metaworld, pusht"),
-        (["policy=smolvlaa"], "unknown policy 'smolvlaa'"),
-        (["eval.n_episodes=abc"], "bad value for 'eval.n_episodes'"),
-        (["eval.foo=1"], "unknown key 'eval.foo'"),
-        (["+eval.foo=1"], "unknown key 'eval.foo'"),
-        (["eval.batch_size=0"], "eval.batch_size must be at least 1"),
-        (["env.task=reach-v4"], "unknown MetaWorld task 'reach-v4' (did you mean 'reach-v3'?)"),
-        (["env.obs_type=rgb"], "env.obs_type must be one of"),
-        (["env.task=reach-v3,push-v3"], "add -m to sweep, or pass one list value: env.task=[reach-v3,push-v3]"),
-        (["-m", "eval.shard_id=0,2"], "missing 1"),
-        (["-m", "eval.shard_id=0,1,1"], "more than once"),
-        (["-m", "eval.shard_id=0,1,4", "eval.num_shards=4"], "eval.shard_id 4 is out of range"),
-        (["env=gym", "env.gym_id=Nope-v0", "policy=random"], "Gymnasium id 'Nope-v0' is not registered"),
-    ],
-)
+# (command line, what its one line says); the command line is run for one case of each way an error is printed
+# (a Hydra composition error, a shard sweep refused before Hydra starts, a UserError of the run), the others here.
+BAD_COMMAND_LINES = [
+    (["env=nope"], "unknown env 'nope'; available: gym, libero, metaworld, pusht"),
+    (["policy=smolvlaa"], "unknown policy 'smolvlaa'"),
+    (["eval.n_episodes=abc"], "bad value for 'eval.n_episodes'"),
+    (["eval.foo=1"], "unknown key 'eval.foo'"),
+    (["+eval.foo=1"], "unknown key 'eval.foo'"),
+    (["eval.batch_size=0"], "eval.batch_size must be at least 1"),
+    (["env.task=reach-v4"], "unknown MetaWorld task 'reach-v4' (did you mean 'reach-v3'?)"),
+    (["env.obs_type=rgb"], "env.obs_type must be one of"),
+    (["env.task=reach-v3,push-v3"], "add -m to sweep, or pass one list value: env.task=[reach-v3,push-v3]"),
+    (["-m", "eval.shard_id=0,2"], "missing 1"),
+    (["-m", "eval.shard_id=0,1,1"], "more than once"),
+    (["-m", "eval.shard_id=0,1,4", "eval.num_shards=4"], "eval.shard_id 4 is out of range"),
+    (["env=gym", "env.gym_id=Nope-v0", "policy=random"], "Gymnasium id 'Nope-v0' is not registered"),
+]
+ON_THE_COMMAND_LINE = {"env=nope", "-m eval.shard_id=0,2", "env.task=reach-v4"}
+
+
+def command_line_cases(on_the_command_line: bool) -> list[tuple[list[str], str]]:
+    return [case for case in BAD_COMMAND_LINES if (" ".join(case[0]) in ON_THE_COMMAND_LINE) == on_the_command_line]
+
+
+@pytest.mark.parametrize(("args", "expected"), command_line_cases(True))
 def test_bad_command_lines_give_one_clear_line(tmp_path: Path, args: list[str], expected: str) -> None:
     multirun = args[0] == "-m"
     proc = run_eval(*args[multirun:], out_dir=tmp_path / "out", multirun=multirun, check=False, timeout=120)
@@ -84,6 +91,26 @@ def test_bad_command_lines_give_one_clear_line(tmp_path: Path, args: list[str], 
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("error: ") and expected in lines[0], lines[0]
     assert "Traceback" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "out" / "episodes.jsonl").exists()
+
+
+@pytest.mark.parametrize(("args", "expected"), command_line_cases(False))
+def test_bad_command_lines_are_refused_with_the_one_line_they_print(
+    tmp_path: Path, args: list[str], expected: str
+) -> None:
+    """The same refusals in this process: the line eval.py prints after `error: ` (see the test above)."""
+    from lerobot_hydra.sweep.cli import describe_hydra_error, prepare_argv
+
+    if args[0] == "-m":  # checked before Hydra starts
+        with pytest.raises(UserError) as refused:
+            prepare_argv(["eval.py", *args])
+        line = str(refused.value)
+    else:
+        with pytest.raises(Exception) as refused:  # noqa: PT011 - a UserError, or Hydra's, described below
+            run_here(*args, out_dir=tmp_path / "out")
+        line = str(refused.value) if isinstance(refused.value, UserError) else describe_hydra_error(refused.value)
+    assert line is not None, refused.value
+    assert "\n" not in line and expected in line, line
     assert not (tmp_path / "out" / "episodes.jsonl").exists()
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lerobot_hydra.core.errors import UserError
-from tests.conftest import read_episodes, run_eval
+from tests.conftest import read_episodes, run_eval, run_here
 from tests.counting_env import CountingEnvConfig
 
 BROKEN = ("env=gym", "env.package=tests.broken_env", "policy=random", "eval.batch_size=1", "seed=1000")
@@ -27,12 +27,10 @@ def test_a_nan_reward_stops_the_run_in_one_line_and_keeps_the_finished_episodes(
 
 
 def test_a_success_key_the_env_never_reports_is_refused_at_the_first_step(tmp_path: Path) -> None:
-    proc = run_eval(
-        *BROKEN, "env.gym_id=NanReward-v0", "env.success_key=nosuch", "eval.n_episodes=1", out_dir=tmp_path, check=False
-    )
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert error_lines(proc.stderr) == [
-        "error: env.success_key=nosuch: NanReward-v0 has no such key in the info of its step; its keys: is_success"
+    with pytest.raises(UserError) as refused:
+        run_here(*BROKEN, "env.gym_id=NanReward-v0", "env.success_key=nosuch", "eval.n_episodes=1", out_dir=tmp_path)
+    assert error_lines(str(refused.value)) == [
+        "env.success_key=nosuch: NanReward-v0 has no such key in the info of its step; its keys: is_success"
     ]
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from lerobot_hydra.config.schema import instantiate_node
 from lerobot_hydra.core.errors import UserError
-from tests.conftest import outcome, read_episodes, run_eval
+from tests.conftest import outcome, read_episodes, run_eval, run_here
 from tests.lerobot_checkpoints import PUSHT_ACTION, PUSHT_PIXELS, tiny_act, tiny_diffusion, tiny_smolvla
 from tests.lerobot_cli import run_lerobot_eval
 
@@ -73,6 +73,7 @@ def test_policy_yamls_compose_to_the_loader_with_the_top_level_device(compose: C
 
 
 def test_smolvla_with_the_hub_unreachable_fails_with_one_line(tmp_path: Path) -> None:
+    # A subprocess: huggingface_hub reads HF_HUB_OFFLINE and HF_HOME when it is imported.
     proc = run_eval(
         "policy=smolvla",
         "env.task=reach-v3",
@@ -94,8 +95,8 @@ def test_smolvla_with_the_hub_unreachable_fails_with_one_line(tmp_path: Path) ->
 def test_act_parallel_tasks_give_the_same_records_as_serial(checkpoints: dict[str, Path], tmp_path: Path) -> None:
     policy = ["policy=act", f"policy.path={checkpoints['act']}"]
     serial, parallel = tmp_path / "serial", tmp_path / "parallel"
-    run_eval(*policy, *METAWORLD, *EPISODES, "eval.max_parallel_tasks=1", out_dir=serial, env=ONE_THREAD)
-    run_eval(*policy, *METAWORLD, *EPISODES, "eval.max_parallel_tasks=3", out_dir=parallel, env=ONE_THREAD)
+    run_here(*policy, *METAWORLD, *EPISODES, "eval.max_parallel_tasks=1", out_dir=serial, env=ONE_THREAD)
+    run_here(*policy, *METAWORLD, *EPISODES, "eval.max_parallel_tasks=3", out_dir=parallel, env=ONE_THREAD)
     assert_every_episode_recorded(serial, TASKS, 3, STEPS)
     assert outcomes(serial) == outcomes(parallel)
     # The policy acted: rewards depend on the episode, not a constant no-op.
@@ -106,8 +107,8 @@ def test_act_parallel_tasks_give_the_same_records_as_serial(checkpoints: dict[st
 def test_diffusion_is_reproducible_across_runs_and_lanes(checkpoints: dict[str, Path], tmp_path: Path) -> None:
     policy = ["policy=diffusion", f"policy.path={checkpoints['diffusion']}", *METAWORLD, "eval.use_async_envs=false"]
     episodes = ["eval.n_episodes=2", "eval.batch_size=2"]
-    run_eval(*policy, *episodes, "eval.max_parallel_tasks=3", out_dir=tmp_path / "a", env=ONE_THREAD)
-    run_eval(*policy, *episodes, "eval.max_parallel_tasks=1", out_dir=tmp_path / "b", env=ONE_THREAD)
+    run_here(*policy, *episodes, "eval.max_parallel_tasks=3", out_dir=tmp_path / "a", env=ONE_THREAD)
+    run_here(*policy, *episodes, "eval.max_parallel_tasks=1", out_dir=tmp_path / "b", env=ONE_THREAD)
     assert_every_episode_recorded(tmp_path / "a", TASKS, 2, STEPS)
     assert outcomes(tmp_path / "a") == outcomes(tmp_path / "b")
 
@@ -118,7 +119,7 @@ def test_act_on_pusht_matches_lerobot_eval_episode_by_episode(checkpoints: dict[
     steps, episodes, checkpoint = 40, 4, checkpoints["act_pusht"]
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
     common = [f"eval.n_episodes={episodes}", "eval.batch_size=2"]
-    run_eval(
+    run_here(
         "env=pusht",
         "policy=act",
         f"policy.path={checkpoint}",
@@ -148,7 +149,7 @@ def test_act_on_pusht_matches_lerobot_eval_episode_by_episode(checkpoints: dict[
 @pytest.mark.slow
 def test_smolvla_on_pusht_end_to_end_offline(checkpoints: dict[str, Path], tmp_path: Path) -> None:
     overrides = ["env=pusht", "policy=smolvla", f"policy.path={checkpoints['smolvla']}", "env.episode_length=12"]
-    run_eval(*overrides, "eval.n_episodes=2", "eval.batch_size=2", "eval.use_async_envs=false", out_dir=tmp_path)
+    run_here(*overrides, "eval.n_episodes=2", "eval.batch_size=2", "eval.use_async_envs=false", out_dir=tmp_path)
     assert_every_episode_recorded(tmp_path, ["PushT-v0"], 2, 12)
 
 

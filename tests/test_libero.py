@@ -14,7 +14,7 @@ import pytest
 
 from lerobot_hydra.processors.libero import LiberoObservation, quat_to_axis_angle
 from lerobot_hydra.processors.observation import RAW_KEY, LeRobotLayout, MapObservationKeys
-from tests.conftest import outcome, read_episodes, run_eval
+from tests.conftest import outcome, read_episodes, run_eval, run_here
 
 SIZE = 64
 # LIBERO must never create the user's own ~/.libero (asked questions there, or written to it).
@@ -345,7 +345,8 @@ class WorkerSampler:
 
 @pytest.fixture(scope="module")
 def async_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, WorkerSampler, Path]:
-    """Two libero_spatial tasks, 2 episodes each, batch 2 in worker processes, LIBERO's config in a fresh cache."""
+    """Two libero_spatial tasks, 2 episodes each, batch 2 in worker processes, LIBERO's config in a fresh cache.
+    Through eval.py: the sampler watches that process's workers, and its maps must show no simulator."""
     out = tmp_path_factory.mktemp("libero_async")
     cache = tmp_path_factory.mktemp("xdg_cache")
     with WorkerSampler() as sampler:
@@ -397,7 +398,7 @@ def test_only_batch_size_workers_live_and_no_simulator_in_the_parent(
 @pytest.mark.slow
 @pytest.mark.libero
 def test_batch_of_one_gives_identical_records(async_run: tuple[Path, WorkerSampler, Path], tmp_path: Path) -> None:
-    run_eval(*SHORT_RUN, "env.task_ids=[0]", "eval.batch_size=1", out_dir=tmp_path, timeout=300)
+    run_here(*SHORT_RUN, "env.task_ids=[0]", "eval.batch_size=1", out_dir=tmp_path)
     single = sorted(outcome(r) for r in read_episodes(tmp_path))
     batched_records = sorted(outcome(r) for r in read_episodes(async_run[0]) if r["task_id"] == 0)
     assert len(single) == 2 and single == batched_records

@@ -10,7 +10,7 @@ import pytest
 
 from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig
 from lerobot_hydra.policies.metaworld_expert import expert_for
-from tests.conftest import outcome, read_episodes, read_json, run_eval
+from tests.conftest import outcome, read_episodes, read_json, run_eval, run_here
 
 # One task from each difficulty group.
 TASKS = ["reach-v3", "drawer-open-v3", "basketball-v3", "pick-place-v3", "shelf-place-v3"]
@@ -47,7 +47,7 @@ def direct_expert_successes(task: str, seeds: list[int]) -> list[bool]:
 @pytest.fixture(scope="module")
 def expert_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("expert")
-    run_eval(f"env.task=[{','.join(TASKS)}]", f"eval.n_episodes={EPISODES}", "eval.batch_size=3", out_dir=out)
+    run_here(f"env.task=[{','.join(TASKS)}]", f"eval.n_episodes={EPISODES}", "eval.batch_size=3", out_dir=out)
     return out
 
 
@@ -62,7 +62,7 @@ def test_expert_succeeds_across_difficulty_groups_like_metaworld_itself(expert_r
 
 
 def test_random_policy_is_far_below_the_expert(expert_run: Path, tmp_path: Path) -> None:
-    run_eval(
+    run_here(
         f"env.task=[{','.join(TASKS)}]",
         "policy=random",
         "env.obs_type=state",
@@ -80,7 +80,7 @@ def test_results_do_not_depend_on_batch_size(tmp_path: Path) -> None:
     runs = {}
     for batch, use_async in ((1, "false"), (2, "true"), (5, "true")):
         out = tmp_path / f"b{batch}"
-        run_eval(
+        run_here(
             "env.task=[reach-v3,push-v3]",
             "policy=random",
             "env.obs_type=state",
@@ -130,7 +130,7 @@ def test_eval_info_has_lerobot_layout_and_episode_records(expert_run: Path) -> N
 
 
 def test_episode_ends_at_first_success_and_counts_that_step(tmp_path: Path) -> None:
-    run_eval("env.task=reach-v3", "eval.n_episodes=2", "eval.batch_size=2", out_dir=tmp_path)
+    run_here("env.task=reach-v3", "eval.n_episodes=2", "eval.batch_size=2", out_dir=tmp_path)
     for rec in read_episodes(tmp_path):
         assert rec["success"] and 0 < rec["steps"] < 500
 
@@ -159,7 +159,8 @@ def test_observation_keys_follow_lerobot_convention() -> None:
 
 
 def test_default_command_runs_end_to_end(tmp_path: Path) -> None:
-    # `python eval.py` with nothing else, shrunk to two episodes per task to keep the suite quick.
+    # `python eval.py` with nothing else (the README's first command, so through the command line), shrunk to two
+    # episodes per task to keep the suite quick.
     proc = run_eval("eval.n_episodes=2", out_dir=tmp_path, timeout=600, config_videos=True)
     info = read_json(tmp_path / "eval_info.json")
     assert info["overall"]["n_episodes"] == 100

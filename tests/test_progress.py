@@ -18,7 +18,7 @@ from typing import Any
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.rollout.progress import Progress
-from tests.conftest import ROOT, run_eval
+from tests.conftest import ROOT, run_here
 
 TASKS = "env.task=[reach-v3,drawer-close-v3]"
 QUICK = (
@@ -54,12 +54,13 @@ def test_without_a_terminal_each_running_task_logs_a_line_every_interval_and_at_
     assert progress._ticker is None  # nothing left running, so the ticker stopped
 
 
-def test_eval_without_a_terminal_logs_lines_not_bars(tmp_path: Path) -> None:
+def test_eval_without_a_terminal_logs_lines_not_bars(tmp_path: Path, capsys: Any) -> None:
     started = time.monotonic()
-    proc = run_eval(*QUICK, "eval.progress_interval_s=2", out_dir=tmp_path)
+    run_here(*QUICK, "eval.progress_interval_s=2", out_dir=tmp_path)
     wall = time.monotonic() - started
-    assert "ep/s" not in proc.stderr and "%|" not in proc.stderr + proc.stdout
-    lines = [m for m in map(LINE.search, proc.stdout.splitlines()) if m]
+    stdout, stderr = capsys.readouterr()
+    assert "ep/s" not in stderr and "%|" not in stderr + stdout
+    lines = [m for m in map(LINE.search, stdout.splitlines()) if m]
     final = [m for m in lines if m[3] == m[4] == "4"]
     assert [m[2] for m in final] == ["reach-v3", "drawer-close-v3"]
     # One line per task at its end, plus at most one per running task per interval.

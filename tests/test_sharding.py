@@ -21,7 +21,7 @@ from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.rollout.plan import TaskBlock
 from lerobot_hydra.sinks.store import RunStore
-from tests.conftest import CONF, ROOT, outcome, read_json, run_eval
+from tests.conftest import CONF, ROOT, outcome, read_json, run_eval, run_here
 
 # The expert on two tasks with short episodes: some succeed, some do not.
 WORKLOAD = ("env.task=[reach-v3,push-v3]", "eval.n_episodes=3", "env.episode_length=50", "eval.batch_size=1")
@@ -78,7 +78,7 @@ def slurm() -> None:
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """WORKLOAD unsharded, in batches of 3 through async workers (the shards step one env in-process)."""
     out = tmp_path_factory.mktemp("unsharded")
-    run_eval(*WORKLOAD[:-1], "eval.batch_size=3", out_dir=out)
+    run_here(*WORKLOAD[:-1], "eval.batch_size=3", out_dir=out)
     info = read_json(out / "eval_info.json")
     assert 0 < info["overall"]["pc_success"] < 100, "the workload should mix successes and failures"
     return info
@@ -214,9 +214,9 @@ def test_a_failed_slurm_shard_is_named_and_rerunning_it_alone_completes_the_merg
 @pytest.mark.slow
 def test_a_killed_shard_resumes_without_redoing_its_recorded_episodes(tmp_path: Path) -> None:
     unsharded = tmp_path / "unsharded"
-    run_eval(*SLOW_WORKLOAD, out_dir=unsharded)
+    run_here(*SLOW_WORKLOAD, out_dir=unsharded)
     shards = tmp_path / "shards"
-    run_eval(*SLOW_WORKLOAD, "eval.shard_id=1", "eval.num_shards=2", out_dir=shards / "shard_1")
+    run_here(*SLOW_WORKLOAD, "eval.shard_id=1", "eval.num_shards=2", out_dir=shards / "shard_1")
     killed_dir = shards / "shard_0"
     args = [sys.executable, str(ROOT / "eval.py"), f"hydra.run.dir={killed_dir}", "eval.max_episodes_rendered=0"]
     args += [*SLOW_WORKLOAD, "eval.shard_id=0", "eval.num_shards=2"]

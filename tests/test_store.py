@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, outcome, read_episodes, read_json, run_eval
+from tests.conftest import ROOT, outcome, read_episodes, read_json, run_eval, run_here
 from tests.test_sharding import merge_cli
 
 # The random policy on one task: every episode runs its full length, so a run lasts long enough to act on it.
@@ -81,7 +81,7 @@ def two_shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """SMALL as shard 0 and 1 of 2, run by hand into runs/s0 and runs/s1."""
     runs = tmp_path_factory.mktemp("runs")
     for k in (0, 1):
-        run_eval(*SMALL, f"eval.shard_id={k}", "eval.num_shards=2", out_dir=runs / f"s{k}")
+        run_here(*SMALL, f"eval.shard_id={k}", "eval.num_shards=2", out_dir=runs / f"s{k}")
     return runs
 
 

@@ -18,32 +18,44 @@ from lerobot_hydra.envs.gym import GymEnvConfig
 from lerobot_hydra.results.aggregate import aggregate
 from lerobot_hydra.results.eval_info import to_eval_info
 from lerobot_hydra.results.table import format_table
-from tests.conftest import read_json, run_eval
+from tests.conftest import read_json, run_eval, run_here
 
 DEFAULT_POLICY_LINE = "policy=metaworld_expert (the default policy) works only with env=metaworld"
 
 
-@pytest.mark.parametrize(
-    ("args", "expected"),
-    [
-        (["seed=-1"], "seed must be 0 or more, got -1"),
-        (["env=gym", "policy=random", "+env.gym_kwargs.foo=1"], "env.gym_kwargs {'foo': 1}: CartPole-v1 cannot be"),
-        (["env=gym", "env.gym_id=CartPole-v1"], DEFAULT_POLICY_LINE),
-        (["env=pusht"], DEFAULT_POLICY_LINE),
-        (["env=libero"], DEFAULT_POLICY_LINE),
-        (["env=libero", "policy=random", "env.task_ids=[]"], "env.task_ids is empty"),
-        (
-            ["env.task=reach-v3", "eval.n_episodes=2", "eval.shard_id=2", "eval.num_shards=3"],
-            "eval.num_shards=3 exceeds the 2 episodes of this run",
-        ),
-    ],
-)
+BAD_SETTINGS = [
+    (["seed=-1"], "seed must be 0 or more, got -1"),
+    (["env=gym", "policy=random", "+env.gym_kwargs.foo=1"], "env.gym_kwargs {'foo': 1}: CartPole-v1 cannot be"),
+    (["env=gym", "env.gym_id=CartPole-v1"], DEFAULT_POLICY_LINE),
+    (["env=pusht"], DEFAULT_POLICY_LINE),
+    (["env=libero"], DEFAULT_POLICY_LINE),
+    (["env=libero", "policy=random", "env.task_ids=[]"], "env.task_ids is empty"),
+    (
+        ["env.task=reach-v3", "eval.n_episodes=2", "eval.shard_id=2", "eval.num_shards=3"],
+        "eval.num_shards=3 exceeds the 2 episodes of this run",
+    ),
+]
+
+
+# The command line for one of them (eval.py prints every UserError of a run the same way), the others in process.
+@pytest.mark.parametrize(("args", "expected"), BAD_SETTINGS[:1])
 def test_bad_settings_exit_2_with_one_line_naming_the_setting(tmp_path: Path, args: list[str], expected: str) -> None:
     proc = run_eval(*args, out_dir=tmp_path / "out", check=False, timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "out" / "episodes.jsonl").exists() and not (tmp_path / "out" / "eval_info.json").exists()
+
+
+@pytest.mark.parametrize(("args", "expected"), BAD_SETTINGS[1:])
+def test_bad_settings_are_refused_in_one_line_naming_the_setting(
+    tmp_path: Path, args: list[str], expected: str
+) -> None:
+    with pytest.raises(UserError) as refused:
+        run_here(*args, out_dir=tmp_path / "out")
+    line = str(refused.value)
+    assert "\n" not in line and expected in line, line
     assert not (tmp_path / "out" / "episodes.jsonl").exists() and not (tmp_path / "out" / "eval_info.json").exists()
 
 
@@ -97,7 +109,7 @@ def test_gym_episode_length_is_the_step_limit_and_null_the_envs_own() -> None:
 
 
 def test_a_gym_env_runs_with_the_random_policy(tmp_path: Path) -> None:
-    run_eval("env=gym", "env.gym_id=CartPole-v1", "policy=random", "eval.n_episodes=2", out_dir=tmp_path, timeout=120)
+    run_here("env=gym", "env.gym_id=CartPole-v1", "policy=random", "eval.n_episodes=2", out_dir=tmp_path)
     info = read_json(tmp_path / "eval_info.json")
     assert info["overall"]["n_episodes"] == 2 and info["per_task"][0]["task_name"] == "CartPole-v1"
 

@@ -27,7 +27,7 @@ from lerobot_hydra.sinks.video import (
     video_path,
     without_missing_videos,
 )
-from tests.conftest import read_episodes, read_json, run_eval
+from tests.conftest import read_episodes, read_json, run_here
 
 HEIGHT, WIDTH = 16, 24
 
@@ -190,7 +190,7 @@ def test_frames_are_copied_as_rgb_uint8_with_even_sides() -> None:
 
 def test_eval_films_the_first_episodes_of_each_metaworld_task(tmp_path: Path) -> None:
     # MetaWorld frames cost ~100 ms each on OSMesa whatever their size: few, short episodes.
-    run_eval(
+    run_here(
         "env.task=[reach-v3,drawer-close-v3]",
         "policy=random",
         "env.obs_type=state",
@@ -201,7 +201,6 @@ def test_eval_films_the_first_episodes_of_each_metaworld_task(tmp_path: Path) ->
         "eval.batch_size=2",
         "eval.max_episodes_rendered=2",
         out_dir=tmp_path,
-        timeout=300,
     )
     info = read_json(tmp_path / "eval_info.json")
     episodes = read_episodes(tmp_path)
