@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 Features = dict[str, tuple[str, tuple[int, ...]]]
+# An action's (size, mean, std): one mean and std for every dimension, or a sequence of one each.
+Action = tuple[int, Any, Any]
 
 METAWORLD_STATE: Features = {
     "observation.state": ("STATE", (4,)),
@@ -60,7 +62,7 @@ def _features(features: Features, action_dim: int) -> tuple[dict[str, Any], dict
     return inputs, outputs
 
 
-def _stats(features: Features, action: tuple[int, float, float]) -> dict[str, dict[str, Any]]:
+def _stats(features: Features, action: Action) -> dict[str, dict[str, Any]]:
     import torch
 
     stats: dict[str, dict[str, Any]] = {}
@@ -74,19 +76,16 @@ def _stats(features: Features, action: tuple[int, float, float]) -> dict[str, di
             "max": torch.ones(stat_shape),
         }
     dim, mean, std = action
-    stats["action"] = {
-        "mean": torch.full((dim,), mean),
-        "std": torch.full((dim,), std),
-        "min": torch.full((dim,), mean - std),
-        "max": torch.full((dim,), mean + std),
-    }
+    mean_, std_ = (torch.zeros(dim) + torch.as_tensor(value, dtype=torch.float32) for value in (mean, std))
+    stats["action"] = {"mean": mean_, "std": std_, "min": mean_ - std_, "max": mean_ + std_}
     return stats
 
 
 def save_checkpoint(
-    directory: Path, policy_type: str, features: Features, action: tuple[int, float, float], **config: Any
+    directory: Path, policy_type: str, features: Features, action: Action, tap: bool = False, **config: Any
 ) -> Path:
-    """Build a `policy_type` (act, diffusion, smolvla) policy with `config` and save it with its processors."""
+    """Build a `policy_type` (act, diffusion, smolvla) policy with `config` and save it with its processors;
+    `tap`: the preprocessor first records what it is handed (tests/lerobot_tap.py)."""
     import torch
     from lerobot.policies.factory import get_policy_class, make_policy_config, make_pre_post_processors
 
@@ -97,6 +96,10 @@ def save_checkpoint(
     torch.manual_seed(0)
     policy = get_policy_class(policy_type)(policy_config)
     preprocessor, postprocessor = make_pre_post_processors(policy_config, dataset_stats=_stats(features, action))
+    if tap:
+        from tests.lerobot_tap import ObservationTap
+
+        preprocessor.steps.insert(0, ObservationTap())
     directory.mkdir(parents=True, exist_ok=True)
     policy.save_pretrained(directory)
     preprocessor.save_pretrained(directory)
@@ -114,23 +117,30 @@ def tiny_diffusion(
     return save_checkpoint(directory, "diffusion", features, action, **{**TINY_DIFFUSION, **config})
 
 
+def word_tokenizer(words: list[str], special: list[str], **kwargs: Any) -> Any:
+    """A word-level fast tokenizer over `special + words` (unknown words map to the first special token, padding
+    is the second); `kwargs` go to `PreTrainedTokenizerFast`."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate(special + words)}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token=special[0]))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token=special[0], pad_token=special[1], **kwargs)
+
+
 def tiny_vlm(directory: Path) -> Path:
     """A SmolVLM2-shaped backbone config with its processor and a word-level tokenizer, written offline, for
     SmolVLA's `vlm_model_name` (which normally names HuggingFaceTB/SmolVLM2-500M-Video-Instruct on the Hub)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast, SmolVLMConfig, SmolVLMImageProcessor, SmolVLMProcessor
+    from transformers import SmolVLMConfig, SmolVLMImageProcessor, SmolVLMProcessor
     from transformers.models.smolvlm.video_processing_smolvlm import SmolVLMVideoProcessor
 
     special = ["<unk>", "<pad>", "<|im_start|>", "<end_of_utterance>", "<fake_token_around_image>", "<image>"]
     special += ["<global-img>", "<video>"]
     words = "push the t-shaped block onto target reach a goal position pick and place open drawer .".split()
-    vocab = {token: i for i, token in enumerate(special + words)}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        unk_token="<unk>",
-        pad_token="<pad>",
+    tokenizer = word_tokenizer(
+        words,
+        special,
         additional_special_tokens=special[2:],
         extra_special_tokens={
             "fake_image_token": "<fake_token_around_image>",
@@ -139,6 +149,7 @@ def tiny_vlm(directory: Path) -> Path:
             "end_of_utterance_token": "<end_of_utterance>",
         },
     )
+    vocab = {token: i for i, token in enumerate(special + words)}
     size = {"longest_edge": 64}
     images = SmolVLMImageProcessor(size=size, max_image_size=size, do_image_splitting=False)
     SmolVLMProcessor(
@@ -188,3 +199,38 @@ def tiny_smolvla(directory: Path, features: Features = PUSHT_PIXELS, action=PUSH
         "tokenizer_max_length": 16,
     }
     return save_checkpoint(directory / "policy", "smolvla", features, action, **config)
+
+
+def tiny_clip(directory: Path) -> Path:
+    """A CLIP-shaped text and vision model (random weights) with a word-level tokenizer, written offline, for
+    multi_task_dit's `vision_encoder_name`/`text_encoder_name` (normally openai/clip-vit-base-patch16 on the Hub).
+    The folder's name must contain "clip": the family checks it."""
+    from transformers import CLIPConfig, CLIPModel
+
+    words = "push the t-shaped block onto target reach a goal position .".split()
+    tokenizer = word_tokenizer(words, ["<unk>", "<pad>", "<|startoftext|>", "<|endoftext|>"])
+    tokenizer.save_pretrained(directory)
+    layers = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2}
+    text = {**layers, "vocab_size": len(tokenizer), "max_position_embeddings": 16, "pad_token_id": 1}
+    config = CLIPConfig(text_config=text, vision_config={**layers, "image_size": 32, "patch_size": 16})
+    CLIPModel(config).save_pretrained(directory)
+    return directory
+
+
+def tiny_multi_task_dit_config(root: Path) -> dict[str, Any]:
+    """A tiny multi_task_dit (LeRobot 0.6): its CLIP encoders from `tiny_clip`, 96x96 images resized to 32x32."""
+    clip = str(tiny_clip(root / "tiny_clip"))
+    return {
+        "vision_encoder_name": clip,
+        "text_encoder_name": clip,
+        "tokenizer_max_length": 16,
+        "image_resize_shape": (32, 32),
+        "image_crop_shape": (32, 32),
+        "hidden_dim": 32,
+        "num_layers": 1,
+        "num_heads": 2,
+        "timestep_embed_dim": 16,
+        "horizon": 8,
+        "n_action_steps": 4,
+        "num_train_timesteps": 4,
+    }
