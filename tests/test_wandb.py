@@ -19,6 +19,7 @@ from lerobot_hydra.sinks.publish import publish_merged
 from lerobot_hydra.sinks.video import VideoRecorder, rebase_video_paths
 from lerobot_hydra.sinks.wandb import WandbLoggerConfig
 from tests.conftest import ROOT, read_json, run_eval
+from tests.wandb_records import wandb_records
 
 # A cheap MetaWorld run: random policy, short episodes, tiny frames.
 TINY = (
@@ -36,14 +37,11 @@ TINY = (
 def offline_runs(root: Path) -> list[dict[str, Any]]:
     """Every offline W&B run under `root`: its run record, config, summary and the files it logged."""
     from wandb.proto import wandb_internal_pb2 as pb
-    from wandb.sdk.internal.datastore import DataStore
 
     runs = []
     for path in sorted(root.rglob("offline-run-*/run-*.wandb")):
-        store = DataStore()
-        store.open_for_scan(str(path))
         run: dict[str, Any] = {"dir": path.parent, "summary": {}, "files": []}
-        while (data := store.scan_data()) is not None:
+        for data in wandb_records(path):
             record = pb.Record()
             record.ParseFromString(data)
             kind = record.WhichOneof("record_type")
