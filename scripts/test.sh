@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The test suite on both LeRobot lines (the README's second command and .ci/run end here):
+#   1. the whole suite on Python 3.12 with LeRobot 0.6.x, in .venv312/ (created and installed on first use);
+#   2. the LeRobot tests (marker `lerobot`) again on this Python (3.11: LeRobot 0.4.4).
+# Each line loads checkpoints saved by the other (LEROBOT_HYDRA_OTHER_PYTHON). Arguments go to both pytest runs.
+# Python 3.12 is `python3.12`, else pyenv's newest 3.12 (PYTHON312=/path/to/python3.12 chooses another).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python311="$(command -v "${PYTHON:-python}")"
+venv=.venv312
+if [[ ! -f $venv/.installed ]]; then  # written once the install succeeded
+  python312="${PYTHON312:-}"
+  if [[ -z $python312 ]] && python3.12 -c "" 2>/dev/null; then
+    python312=python3.12
+  fi
+  if [[ -z $python312 ]] && command -v pyenv >/dev/null; then
+    version="$(pyenv versions --bare | grep -E '^3\.12(\.|$)' | sort -V | tail -n 1 || true)"
+    [[ -n $version ]] && python312="$(pyenv prefix "$version")/bin/python3.12"
+  fi
+  if [[ -z $python312 ]]; then
+    echo "error: Python 3.12 not found (LeRobot 0.6 needs it); install it (pyenv install 3.12) or set PYTHON312" >&2
+    exit 2
+  fi
+  "$python312" -m venv "$venv"
+  PYTHON="$venv/bin/python" bash scripts/install.sh all,test
+  touch "$venv/.installed"
+fi
+
+# Both runs always run; the script fails if either did.
+status=0
+LEROBOT_HYDRA_OTHER_PYTHON="$python311" "$venv/bin/python" -m pytest -q "$@" || status=$?
+LEROBOT_HYDRA_OTHER_PYTHON="$PWD/$venv/bin/python" "$python311" -m pytest -q -m lerobot "$@" || status=$?
+exit "$status"
