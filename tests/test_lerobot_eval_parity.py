@@ -91,14 +91,13 @@ def libero_with_its_assets(root: Path) -> Path | None:
 @pytest.mark.libero
 @pytest.mark.timeout(900)
 def test_act_on_libero_gets_the_observations_of_lerobot_eval_step_by_step(tmp_path: Path) -> None:
-    """With the README's override (lerobot-eval 0.6's render size, here small on both sides), eval.py hands the
-    policy what lerobot-eval hands it, at every step of both episodes: the same initial state (init state k,
-    settled), the same cameras (upright) bit for bit, and the 8-D state to float32 rounding. The checkpoint
+    """With the README's preset `env=libero_lerobot` (its render size overridden, small on both sides), eval.py
+    hands the policy what lerobot-eval hands it, bit for bit, at every step of both episodes: the same initial
+    state (init state k, settled), the same cameras (upright) and the same 8-D state. The checkpoint
     records each call of its preprocessor (tests/lerobot_tap.py)."""
     if int(lerobot_version().split(".")[1]) < 6:
         pytest.skip("this compares with lerobot-eval 0.6's LIBERO protocol; lerobot 0.4.4 is installed")
     pytest.importorskip("libero")
-    from safetensors.torch import load_file, save_file
 
     from lerobot_hydra.envs.libero_setup import prepare_libero
     from tests.lerobot_tap import TAP_ENV, tapped_calls
@@ -109,15 +108,8 @@ def test_act_on_libero_gets_the_observations_of_lerobot_eval_step_by_step(tmp_pa
     features["observation.state"] = ("STATE", (8,))
     # Wide actions: the arm moves, so what the policy is handed at one step shapes all that follow.
     checkpoint = tiny_act(tmp_path / "act", features, (7, 0.0, 0.5), tap=True, chunk_size=4, n_action_steps=4)
-    # The state's axis-angle differs by one float32 rounding step (~2e-7): LeRobot computes it in float32 with
-    # acos, eval.py in float64 with atan2. Fed to the policy, that changes its actions by ~1e-7, which contacts
-    # grow into other trajectories within a few steps; so the ACT reads the state (both hand it over) but its
-    # state projection is zeroed, and the cameras then must agree exactly at every step.
-    weights = load_file(checkpoint / "model.safetensors")
-    weights["model.encoder_robot_state_input_proj.weight"].zero_()
-    save_file(weights, checkpoint / "model.safetensors", metadata={"format": "pt"})
     run_eval(
-        "env=libero",
+        "env=libero_lerobot",
         "env.task=libero_spatial",
         "env.task_ids=[0]",
         f"env.episode_length={steps}",
@@ -162,7 +154,7 @@ def test_act_on_libero_gets_the_observations_of_lerobot_eval_step_by_step(tmp_pa
             assert mine[key].shape == them[key].shape == (episodes, *features[key][1]), (step, key)
         for key in ("observation.images.image", "observation.images.image2"):
             np.testing.assert_array_equal(mine[key], them[key], err_msg=f"step {step}, {key}")
-        np.testing.assert_allclose(mine["observation.state"], them["observation.state"], rtol=0, atol=1e-6)
+        np.testing.assert_array_equal(mine["observation.state"], them["observation.state"], err_msg=f"step {step}")
     first, last = ours_calls[0]["observation.state"], ours_calls[-1]["observation.state"]
     assert np.abs(last - first).max() > 1e-2  # the arm moved
     assert not np.array_equal(first[0], first[1])  # two init states, not one

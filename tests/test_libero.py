@@ -63,6 +63,51 @@ def test_quaternion_to_axis_angle_near_identity_keeps_precision() -> None:
     assert np.allclose(out, (0.0, 1e-6, 0.0), rtol=1e-9, atol=1e-15)
 
 
+@pytest.mark.lerobot
+def test_the_lerobot_axis_angle_is_lerobots_own_bit_for_bit() -> None:
+    """env=libero_lerobot's state is what LeRobot's LIBERO processor computes, to the last bit (lerobot-eval
+    parity), while the default stays exact near the identity where LeRobot's float32 acos is not."""
+    torch = pytest.importorskip("torch")
+    from lerobot.processor.env_processor import LiberoProcessorStep
+
+    rng = np.random.default_rng(0)
+    quats = rng.normal(size=(256, 4))
+    quats /= np.linalg.norm(quats, axis=1, keepdims=True)
+    quats = np.concatenate([quats, [rotation((0, 1, 0), 1e-6), rotation((1, 0, 0), math.pi - 1e-4), (0, 0, 0, 1)]])
+    theirs = LiberoProcessorStep()._quat2axisangle(torch.as_tensor(quats)).numpy()
+    step = LiberoObservation(axis_angle="lerobot")
+    batch = step(
+        {
+            RAW_KEY: {
+                "robot_state": {
+                    "eef_pos": np.zeros((len(quats), 3)),
+                    "eef_quat": quats,
+                    "gripper_qpos": np.zeros((len(quats), 2)),
+                }
+            }
+        }
+    )
+    np.testing.assert_array_equal(batch[RAW_KEY]["state"][:, 3:6], theirs)
+    exact = LiberoObservation()(
+        {
+            RAW_KEY: {
+                "robot_state": {"eef_pos": np.zeros((1, 3)), "eef_quat": quats[-3:-2], "gripper_qpos": np.zeros((1, 2))}
+            }
+        }
+    )
+    assert (
+        exact[RAW_KEY]["state"][0, 4] == pytest.approx(1e-6, rel=1e-6)
+        and theirs[-3, 1] != exact[RAW_KEY]["state"][0, 4]
+    )
+
+
+def test_an_unknown_axis_angle_mode_is_one_line() -> None:
+    from lerobot_hydra.core.errors import UserError
+
+    with pytest.raises(UserError, match="^axis_angle must be one of exact, lerobot, got 'float16'$"):
+        LiberoObservation(axis_angle="float16")
+
+
 def test_quaternion_to_axis_angle_is_continuous_through_pi() -> None:
     # Just below and just above 180 degrees about x: w changes sign, the vector must not jump to -x.
     below = quat_to_axis_angle(rotation((1, 0, 0), math.pi - 1e-4))

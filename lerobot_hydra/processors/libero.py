@@ -12,12 +12,15 @@ from typing import Any
 
 import numpy as np
 
+from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import split_names
 from lerobot_hydra.processors.observation import RAW_KEY
 from lerobot_hydra.processors.pipeline import Batch
 
 # Below this norm of the quaternion's vector part the rotation is the identity (or a full turn): zero vector.
 ZERO_ROTATION_EPS = 1e-8
+# exact: float64 atan2 (below); lerobot: the arithmetic of LeRobot's LIBERO processor, as lerobot-eval computes it.
+AXIS_ANGLE_MODES = ("exact", "lerobot")
 
 
 def quat_to_axis_angle(quat: np.ndarray) -> np.ndarray:
@@ -38,6 +41,20 @@ def quat_to_axis_angle(quat: np.ndarray) -> np.ndarray:
     return vector * scale[..., None]
 
 
+def quat_to_axis_angle_lerobot(quat: np.ndarray) -> np.ndarray:
+    """LeRobot 0.6's conversion, in torch float32 so its kernels round as lerobot-eval's do: angle = 2 acos(w),
+    axis = v / sqrt(1 - w^2) (zero below 1e-10). It loses precision near the identity; `exact` does not."""
+    import torch
+
+    q = torch.as_tensor(np.asarray(quat), dtype=torch.float32).reshape(-1, 4)
+    w = q[:, 3].clamp(-1.0, 1.0)
+    den = torch.sqrt(torch.clamp(1.0 - w * w, min=0.0))
+    out = torch.zeros((q.shape[0], 3), dtype=torch.float32)
+    rotating = den > 1e-10
+    out[rotating] = q[rotating, :3] / den[rotating].unsqueeze(1) * (2.0 * torch.acos(w[rotating])).unsqueeze(1)
+    return out.numpy().reshape(*np.shape(quat)[:-1], 3)
+
+
 @dataclass
 class LiberoObservation:
     """Rotates every camera image by 180 degrees and replaces `robot_state` with the 8-D `state`; cameras
@@ -47,6 +64,12 @@ class LiberoObservation:
     """
 
     camera_names: Any = field(default_factory=lambda: ["agentview", "robot0_eye_in_hand"])
+    # How the orientation becomes an axis-angle vector: exact, or lerobot (env=libero_lerobot sets it).
+    axis_angle: str = "exact"
+
+    def __post_init__(self) -> None:
+        if self.axis_angle not in AXIS_ANGLE_MODES:
+            raise UserError(f"axis_angle must be one of {', '.join(AXIS_ANGLE_MODES)}, got {self.axis_angle!r}")
 
     def __call__(self, batch: Batch) -> Batch:
         raw = dict(batch[RAW_KEY])
@@ -57,8 +80,11 @@ class LiberoObservation:
         robot_state = raw.pop("robot_state", None)
         if robot_state is not None:
             raw["state"] = np.concatenate(
-                [robot_state["eef_pos"], quat_to_axis_angle(robot_state["eef_quat"]), robot_state["gripper_qpos"]],
+                [robot_state["eef_pos"], self._axis_angle(robot_state["eef_quat"]), robot_state["gripper_qpos"]],
                 axis=-1,
             ).astype(np.float32)
         batch[RAW_KEY] = raw
         return batch
+
+    def _axis_angle(self, quat: np.ndarray) -> np.ndarray:
+        return quat_to_axis_angle_lerobot(quat) if self.axis_angle == "lerobot" else quat_to_axis_angle(quat)
