@@ -82,22 +82,21 @@ def probe(env_cfg: Any, policy: Any, env_pre: Any, env_post: Any, batch_size: in
     import numpy as np
     import psutil
 
-    from lerobot_hydra.envs.protocol import EPISODES_KEY
     from lerobot_hydra.processors.observation import RAW_KEY
-    from lerobot_hydra.vector.task_envs import close_task_vector_envs, create_task_vector_envs
+    from lerobot_hydra.vector.task_envs import EnvPool
 
     task = env_cfg.tasks()[0]
     me = psutil.Process()
     before = {c.pid for c in me.children(recursive=True)}
     rss_before = me.memory_info().rss / 2**20
-    envs = create_task_vector_envs(env_cfg, [task], batch_size, batch_size > 1, render)
-    vec = envs[task.group][task.task_id]
+    pool = EnvPool(env_cfg, batch_size, batch_size > 1, env_cfg.spaces(task), render)
+    vec = pool.vec
     space = vec.action_space
     space.seed(0)
     try:
-        slots = [(k, 1000 + k) for k in range(batch_size)]
-        obs, _ = vec.reset(options={EPISODES_KEY: slots})
-        policy.reset(task, [s for _, s in slots])
+        slots = {k: (task, k, 1000 + k) for k in range(batch_size)}
+        obs, _ = pool.reset(slots, every_slot=True)
+        policy.reset(task, [seed for _, _, seed in slots.values()])
         env_s = policy_s = 0.0
         steps = 0
         # Stop before the episodes end (a finished sub-env no longer simulates), but time one step at least.
@@ -123,7 +122,7 @@ def probe(env_cfg: Any, policy: Any, env_pre: Any, env_post: Any, batch_size: in
         else:
             rss = max(0.0, me.memory_info().rss / 2**20 - rss_before)
     finally:
-        close_task_vector_envs(envs)
+        pool.close()
     return Probe(batch_size, env_s / steps, policy_s / steps, render_s, rss)
 
 

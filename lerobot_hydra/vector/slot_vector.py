@@ -10,6 +10,7 @@ A worker that raises reports its traceback, and a worker that dies is named, so 
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.connection
 import pickle
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,18 +21,23 @@ from gymnasium.vector.utils import (
     batch_space,
     create_empty_array,
     read_from_shared_memory,
-    write_to_shared_memory,
 )
 
-from lerobot_hydra.core.errors import worker_error, worker_failure
+from lerobot_hydra.core.errors import worker_error
 from lerobot_hydra.envs.protocol import RESET_MASK_KEY
 from lerobot_hydra.vector.shared_memory import lock_free_shared_memory
-from lerobot_hydra.vector.worker_signals import OPEN_WORKERS, ignore_job_signals
+from lerobot_hydra.vector.slot_worker import (
+    DONE,
+    RESULT_FIELDS,
+    STEP,
+    STEP_RENDER,
+    copy_tree,
+    row,
+    run_worker,
+    write_row,
+)
+from lerobot_hydra.vector.worker_signals import OPEN_WORKERS
 
-# One byte each way per step; STEP_RENDER also has the worker render a frame once it has answered.
-STEP, STEP_RENDER, DONE = b"s", b"r", b"k"
-# Per-slot results of a step: reward, and the SlotEnv's info flags (shared as ctypes typecode, read as dtype).
-RESULT_FIELDS = (("reward", np.float64), ("done", np.bool_), ("is_success", np.bool_))
 TYPECODES = {np.float64: "d", np.bool_: "B"}
 RESET_INFO_KEYS = ("is_success", "done", "init_state_id")
 
@@ -78,7 +84,7 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         for index, fn in enumerate(slot_fns):
             parent, child = ctx.Pipe()
             process = ctx.Process(
-                target=_worker,
+                target=run_worker,
                 name=f"lerobot_hydra-slot-{index}",
                 args=(index, fn, child, observation_space, action_space, self._obs_shm, self._act_shm, self._res_shm),
                 daemon=True,
@@ -109,7 +115,7 @@ class SlotVectorEnv(gym.vector.VectorEnv):
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         if self._conns:
-            _copy_tree(self._actions, actions)
+            copy_tree(self._actions, actions)
             stepped = [i for i in range(self.num_envs) if i not in self._parked]
             for index in stepped:
                 self._conns[index].send_bytes(STEP_RENDER if index in self.prerender_slots else STEP)
@@ -125,8 +131,8 @@ class SlotVectorEnv(gym.vector.VectorEnv):
                     )
         else:
             for index, env in enumerate(self._envs):
-                obs, reward, _, _, info = env.step(_row(actions, index))
-                _write_row(self.single_observation_space, self._obs, index, obs)
+                obs, reward, _, _, info = env.step(row(actions, index))
+                write_row(self.single_observation_space, self._obs, index, obs)
                 self._results["reward"][index] = reward
                 self._results["done"][index] = info["done"]
                 self._results["is_success"][index] = info["is_success"]
@@ -141,13 +147,28 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         """Calls `name` on the sub-envs `indices` only; the others are not disturbed."""
         return self._call_each(name, [(args, {})] * len(indices), indices=list(indices))
 
-    def start_call(self, index: int, name: str, *args: Any) -> None:
+    def start_call(self, index: int, name: str, *args: Any) -> bool:
         """Starts `name` on worker `index` without waiting: until its answer is collected (by the next call
-        that involves the sub-env) the sub-env is parked and not stepped. In-process sub-envs: nothing."""
+        that involves the sub-env) the sub-env is parked and not stepped. In-process sub-envs, or a sub-env
+        already busy with a started call: nothing. Returns whether it started."""
         if not self._conns or index in self._parked:
-            return
+            return False
         self._conns[index].send_bytes(pickle.dumps((name, args, {}, False)))
         self._parked[index] = name
+        return True
+
+    @property
+    def in_workers(self) -> bool:
+        """Whether the sub-envs live in worker processes (one each) rather than in this process."""
+        return bool(self._conns)
+
+    def finished_calls(self, indices: Sequence[int], wait: bool = False) -> list[int]:
+        """Those of `indices` whose started call has answered (or that have none), without collecting the
+        answers; with `wait`, blocks until at least one has."""
+        busy = [self._conns[i] for i in indices if i in self._parked]
+        if wait and busy and len(busy) == len(indices):
+            multiprocessing.connection.wait(busy)
+        return [i for i in indices if i not in self._parked or self._conns[i].poll()]
 
     def close_extras(self, **kwargs: Any) -> None:
         if not self._conns:
@@ -184,7 +205,7 @@ class SlotVectorEnv(gym.vector.VectorEnv):
                 result = getattr(self._envs[index], name)(*args, **kwargs)
                 if write_obs:
                     obs, result = result
-                    _write_row(self.single_observation_space, self._obs, index, obs)
+                    write_row(self.single_observation_space, self._obs, index, obs)
                 out.append(result)
             return out
         self._collect_started([i for i in indices if i in self._parked])
@@ -217,84 +238,4 @@ class SlotVectorEnv(gym.vector.VectorEnv):
 
     def _observation(self) -> Any:
         # A copy: policies may keep observations (history queues) while the buffers are overwritten.
-        return _copy_tree(None, self._obs)
-
-
-def _worker(
-    index: int,
-    slot_fn: Callable[[], gym.Env],
-    conn: Any,
-    observation_space: gym.Space,
-    action_space: gym.Space,
-    obs_shm: Any,
-    act_shm: Any,
-    res_shm: dict[str, Any],
-) -> None:
-    ignore_job_signals()
-    try:
-        env = slot_fn()
-    except Exception:  # noqa: BLE001 - reported to the parent, which raises it
-        conn.send_bytes(pickle.dumps((False, worker_failure())))
-        return
-    n = len(next(iter(res_shm.values())))
-    actions = read_from_shared_memory(action_space, act_shm, n)
-    results = {name: np.frombuffer(res_shm[name], dtype) for name, dtype in RESULT_FIELDS}
-    conn.send_bytes(pickle.dumps((True, None)))
-    try:
-        while True:
-            message = conn.recv_bytes()
-            if message in (STEP, STEP_RENDER):
-                try:
-                    observation, reward, _, _, info = env.step(_row(actions, index))
-                    write_to_shared_memory(observation_space, index, observation, obs_shm)
-                    results["reward"][index] = reward
-                    results["done"][index] = info["done"]
-                    results["is_success"][index] = info["is_success"]
-                    conn.send_bytes(DONE)
-                except Exception:  # noqa: BLE001
-                    conn.send_bytes(pickle.dumps((False, worker_failure())))
-                    continue
-                if message == STEP_RENDER:
-                    try:
-                        env.prerender()
-                    except Exception:  # noqa: BLE001 - the parent's render() call renders again and reports it
-                        pass
-                continue
-            name, args, kwargs, write_obs = pickle.loads(message)
-            if name == "close":
-                env.close()
-                return
-            try:
-                result = getattr(env, name)(*args, **kwargs)
-                if write_obs:
-                    observation, result = result
-                    write_to_shared_memory(observation_space, index, observation, obs_shm)
-                conn.send_bytes(pickle.dumps((True, result)))
-            except Exception:  # noqa: BLE001
-                conn.send_bytes(pickle.dumps((False, worker_failure())))
-    except (EOFError, KeyboardInterrupt):
-        env.close()
-
-
-def _row(batch: Any, index: int) -> Any:
-    if isinstance(batch, dict):
-        return {key: _row(value, index) for key, value in batch.items()}
-    return batch[index]
-
-
-def _write_row(space: gym.Space, batch: Any, index: int, value: Any) -> None:
-    if isinstance(space, gym.spaces.Dict):
-        for key, sub in space.spaces.items():
-            _write_row(sub, batch[key], index, value[key])
-    else:
-        batch[index] = value
-
-
-def _copy_tree(target: Any, source: Any) -> Any:
-    """`source` copied: into `target` when given (same structure), else as new arrays."""
-    if isinstance(source, dict):
-        return {key: _copy_tree(None if target is None else target[key], value) for key, value in source.items()}
-    if target is None:
-        return np.array(source, copy=True)
-    np.copyto(target, source)
-    return target
+        return copy_tree(None, self._obs)

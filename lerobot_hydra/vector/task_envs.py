@@ -1,19 +1,13 @@
-"""Vector envs whose simulators live only inside their workers and whose workers outlive a task.
+"""Pools of sub-envs whose simulators live only inside their workers and whose workers outlive a task.
 
-Each sub-env is a `SlotEnv`: a thin gym.Env with fixed spaces that holds no simulator until its first
-reset. `bind()` points a slot at a task; the simulator for that task is created in the worker on the
-next reset, and the previous task's simulator is closed first, so a process never holds two tasks'
-simulators (or GL contexts). One set of workers serves every task of a lane in turn: the number of
-live worker processes never exceeds the batch size, and no process is spawned per task.
-
-A slot never resets itself. Once its episode has ended it stops simulating and answers steps with its
-last observation until the next reset; a slot without an episode (the tail of a task's last batch) is
-idle and never touches the simulator.
+An `EnvPool` holds `n_envs` `SlotEnv`s (vector/slot_env.py), each bound to a task of its own: the slots of one
+pool may run different tasks' episodes at once, each in its own worker (never two simulators in one process).
+One pool serves every task of a lane whose spaces match: the number of live worker processes never exceeds the
+batch size, and no process is spawned per task.
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import gc
 import multiprocessing
@@ -24,125 +18,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from lerobot_hydra.envs.base import EnvConfig, TaskEnv, TaskSpec
-from lerobot_hydra.envs.build_errors import build_env
-from lerobot_hydra.envs.protocol import EPISODES_KEY, INIT_STATE_KEY
-
-
-def release_memory() -> None:
-    """Collects a closed simulator's reference cycles and hands freed heap back to the OS, so that a worker
-    serving task after task stays at one simulator's footprint instead of accumulating fragments."""
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass  # not glibc: the memory is reused by the next simulator all the same
-
-
-def zeros_like_space(space: gym.Space) -> Any:
-    if isinstance(space, gym.spaces.Dict):
-        return {key: zeros_like_space(sub) for key, sub in space.spaces.items()}
-    return np.zeros(space.shape, dtype=space.dtype)
-
-
-class SlotEnv(gym.Env):
-    def __init__(
-        self,
-        slot: int,
-        observation_space: gym.Space,
-        action_space: gym.Space,
-        metadata: dict[str, Any],
-        render_threads: int | None = None,
-    ) -> None:
-        if render_threads is not None:
-            # Mesa's llvmpipe (OSMesa) renders with one thread per core by default; N workers doing so would
-            # oversubscribe the CPU. Read when the first GL context is created, i.e. after this.
-            os.environ["LP_NUM_THREADS"] = str(render_threads)
-        self.slot = slot
-        self.observation_space = observation_space
-        self.action_space = action_space
-        self.metadata = metadata
-        self.render_mode = "rgb_array"
-        self._config: EnvConfig | None = None
-        self._task: TaskSpec | None = None
-        self._render = False
-        self._env: TaskEnv | None = None
-        self._idle_obs = zeros_like_space(observation_space)
-        self._last_obs: Any = self._idle_obs
-        self._active = False
-        self._done = True
-        self._steps = 0
-        self._frame: np.ndarray | None = None
-
-    def bind(self, config: EnvConfig, task: TaskSpec, render: bool) -> None:
-        if (self._config, self._task, self._render) == (config, task, render):
-            return
-        self._close_sim()
-        self._config, self._task, self._render = config, task, render
-        self._active, self._done, self._last_obs = False, True, self._idle_obs
-
-    def prepare(self, config: EnvConfig, task: TaskSpec, render: bool) -> None:
-        """Binds to `task` and creates its simulator now instead of at the task's first reset (the previous
-        task's simulator is closed first, as in `bind`)."""
-        self.bind(config, task, render)
-        if self._env is None:
-            self._env = build_env(config, task, render)
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
-        episode = (options or {}).get(EPISODES_KEY, [None] * (self.slot + 1))[self.slot]
-        self._steps, self._frame = 0, None
-        if episode is None:
-            self._active, self._done, self._last_obs = False, True, self._idle_obs
-            return self._idle_obs, {"is_success": False, "done": True, INIT_STATE_KEY: -1}
-        if self._task is None or self._config is None:
-            raise RuntimeError("SlotEnv.reset() called before bind()")
-        episode_index, episode_seed = episode
-        super().reset(seed=episode_seed)
-        if self._env is None:
-            self._env = build_env(self._config, self._task, self._render)
-        obs, info = self._env.reset(seed=episode_seed, options={"episode_index": episode_index})
-        self._active, self._done, self._last_obs = True, False, obs
-        init_state = info.get(INIT_STATE_KEY)
-        return obs, {"is_success": False, "done": False, INIT_STATE_KEY: -1 if init_state is None else int(init_state)}
-
-    def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict]:
-        # Termination is reported through info["done"], never through terminated/truncated, so the
-        # vector env never auto-resets a slot mid-batch.
-        self._frame = None
-        if not self._active or self._done:
-            return self._last_obs, 0.0, False, False, {"is_success": False, "done": True}
-        assert self._env is not None and self._task is not None
-        obs, reward, terminated, truncated, info = self._env.step(action)
-        self._steps += 1
-        self._done = bool(terminated or truncated or self._steps >= self._task.max_steps)
-        self._last_obs = obs
-        return obs, float(reward), False, False, {"is_success": bool(info.get("is_success", False)), "done": self._done}
-
-    def render(self) -> np.ndarray | None:
-        if self._frame is not None:
-            frame, self._frame = self._frame, None
-            return frame
-        if self._env is None or not self._active:
-            return None
-        return self._env.render()
-
-    def prerender(self) -> None:
-        """Renders the current state now and keeps the frame for the next `render()`: a worker does this right
-        after answering a step, so the frame is drawn while the parent runs the policy."""
-        self._frame = None
-        self._frame = self.render()
-
-    def task_description(self) -> str:
-        return self._task.description if self._task else ""
-
-    def _close_sim(self) -> None:
-        if self._env is not None:
-            self._env.close()
-            self._env = None
-            release_memory()
-
-    def close(self) -> None:
-        self._close_sim()
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec
+from lerobot_hydra.envs.protocol import EPISODES_KEY, RESET_MASK_KEY
+from lerobot_hydra.vector.slot_env import SlotEnv
 
 
 def worker_context(config: EnvConfig) -> str:
@@ -189,7 +67,8 @@ def render_threads_per_worker(n_workers: int) -> int | None:
 
 
 class EnvPool:
-    """`n_envs` slots (in-process or in worker processes) that are re-bound from task to task."""
+    """`n_envs` slots (in-process or in worker processes), each bound to a task of its own and re-bound as the
+    episodes it is given change task."""
 
     def __init__(
         self,
@@ -208,70 +87,69 @@ class EnvPool:
         threads = render_threads_per_worker(n_envs) if workers else None
         fns = [functools.partial(SlotEnv, i, *spaces, metadata, threads) for i in range(n_envs)]
         context = worker_context(config) if workers else None
-        self.vec: gym.vector.VectorEnv = SlotVectorEnv(fns, *spaces, metadata, context=context)
-        self._bound: TaskSpec | None = None
+        self.vec = SlotVectorEnv(fns, *spaces, metadata, context=context)
+        self.num_envs = n_envs
+        self.tasks: list[TaskSpec | None] = [None] * n_envs  # the task each slot is bound to
 
-    def bind(self, task: TaskSpec) -> None:
-        if self._bound != task:
-            self.vec.call("bind", self.config, task, self.render)
-            self._bound = task
+    @property
+    def in_workers(self) -> bool:
+        return self.vec.in_workers
+
+    def reset(self, episodes: dict[int, tuple[TaskSpec, int, int]], every_slot: bool) -> tuple[Any, dict]:
+        """Binds each slot of `episodes` (slot -> (task, episode index, seed)) to its task and resets it into its
+        episode; with `every_slot` the other slots are reset to idle, else they keep running untouched. Returns
+        the observation of every slot."""
+        by_task: dict[TaskSpec, list[int]] = {}
+        for slot, (task, _, _) in episodes.items():
+            if self.tasks[slot] != task:
+                by_task.setdefault(task, []).append(slot)
+        for task, slots in by_task.items():
+            self.vec.call_slots("bind", slots, self.config, task, self.render)
+            for slot in slots:
+                self.tasks[slot] = task
+        entries = [episodes[i][1:] if i in episodes else None for i in range(self.num_envs)]
+        options: dict[str, Any] = {EPISODES_KEY: entries}
+        if not every_slot:
+            options[RESET_MASK_KEY] = [i in episodes for i in range(self.num_envs)]
+        return self.vec.reset(options=options)
 
     def prepare_ahead(self, slot: int, task: TaskSpec) -> None:
-        """Has an idle worker slot build `task`'s simulator in the background (no-op for in-process slots),
-        so that creating the next task's simulators overlaps the current task's last episodes."""
-        self.vec.start_call(slot, "prepare", self.config, task, self.render)  # type: ignore[attr-defined]
+        """Has an idle worker slot build `task`'s simulator in the background (no-op for in-process slots): the
+        slot is not stepped until `ready` reports it done."""
+        if self.tasks[slot] != task and self.vec.start_call(slot, "prepare", self.config, task, self.render):
+            self.tasks[slot] = task
+
+    def ready(self, slots: Sequence[int], wait: bool = False) -> list[int]:
+        """Those of `slots` that no background build keeps busy; with `wait`, blocks until there is one."""
+        return self.vec.finished_calls(slots, wait)
+
+    def prerender_after_steps(self, slots: Sequence[int]) -> None:
+        """Until changed, the workers of `slots` render a frame right after each step, ready for `render_frames`."""
+        self.vec.prerender_slots = frozenset(slots)
+
+    def render_frames(self, slots: Sequence[int]) -> dict[int, np.ndarray | None]:
+        """A frame from each of `slots` (None where a slot has no episode); the other slots are not touched."""
+        return dict(zip(slots, self.vec.call_slots("render", slots), strict=True))
 
     def close(self) -> None:
         self.vec.close()
 
 
-class TaskVectorEnv(gym.vector.VectorWrapper):
-    """The view of a pool that evaluates one task: resetting it binds the pool's slots to the task."""
-
-    def __init__(self, pool: EnvPool, task: TaskSpec) -> None:
-        super().__init__(pool.vec)
-        self.pool = pool
-        self.task = task
-
-    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
-        self.pool.bind(self.task)
-        return self.env.reset(seed=seed, options=options)
-
-    def prerender_after_steps(self, slots: Sequence[int]) -> None:
-        """Until changed, the workers of `slots` render a frame right after each step, ready for `render_frames`."""
-        self.env.prerender_slots = frozenset(slots)  # type: ignore[attr-defined]
-
-    def render_frames(self, slots: Sequence[int]) -> tuple[np.ndarray | None, ...]:
-        """A frame from each of `slots` (None where a slot has no episode); the other slots are not touched."""
-        frames: list[np.ndarray | None] = [None] * self.num_envs
-        for slot, frame in zip(slots, self.env.call_slots("render", slots), strict=True):  # type: ignore[attr-defined]
-            frames[slot] = frame
-        return tuple(frames)
-
-    def prepare_ahead(self, slot: int, task: TaskSpec) -> None:
-        """Starts building `task`'s simulator on `slot`, which this task no longer uses (see EnvPool)."""
-        self.pool.prepare_ahead(slot, task)
-
-    def close(self, **kwargs: Any) -> None:
-        # Workers belong to the pool, which the caller closes once all its tasks are done.
-        pass
-
-
-def create_task_vector_envs(
+def create_pools(
     config: EnvConfig, tasks: list[TaskSpec], n_envs: int, use_async: bool, render: bool
-) -> dict[str, dict[int, TaskVectorEnv]]:
+) -> dict[tuple[str, int], EnvPool]:
+    """A pool per distinct (observation, action) spaces, by task key: tasks whose spaces match share one."""
     pools: dict[str, EnvPool] = {}
-    out: dict[str, dict[int, TaskVectorEnv]] = {}
+    out: dict[tuple[str, int], EnvPool] = {}
     for task in tasks:
         spaces = config.spaces(task)
         signature = repr(spaces)
         if signature not in pools:
             pools[signature] = EnvPool(config, n_envs, use_async, spaces, render)
-        out.setdefault(task.group, {})[task.task_id] = TaskVectorEnv(pools[signature], task)
+        out[task.key] = pools[signature]
     return out
 
 
-def close_task_vector_envs(envs: dict[str, dict[int, TaskVectorEnv]]) -> None:
-    pools = {id(v.pool): v.pool for group in envs.values() for v in group.values()}
-    for pool in pools.values():
+def close_pools(pools: dict[tuple[str, int], EnvPool]) -> None:
+    for pool in {id(p): p for p in pools.values()}.values():
         pool.close()

@@ -1,0 +1,103 @@
+"""The loop of a `SlotVectorEnv` worker process, and the helpers both sides use to read and write batch rows.
+
+A step is one byte each way (`STEP`, or `STEP_RENDER` to render a frame once the step is answered); the step's
+observation and results go through shared memory. Every other call arrives pickled, with its answer pickled back.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector.utils import read_from_shared_memory, write_to_shared_memory
+
+from lerobot_hydra.core.errors import worker_failure
+from lerobot_hydra.vector.worker_signals import ignore_job_signals
+
+# One byte each way per step; STEP_RENDER also has the worker render a frame once it has answered.
+STEP, STEP_RENDER, DONE = b"s", b"r", b"k"
+# Per-slot results of a step: reward, and the SlotEnv's info flags (shared as ctypes typecode, read as dtype).
+RESULT_FIELDS = (("reward", np.float64), ("done", np.bool_), ("is_success", np.bool_))
+
+
+def run_worker(
+    index: int,
+    slot_fn: Callable[[], gym.Env],
+    conn: Any,
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    obs_shm: Any,
+    act_shm: Any,
+    res_shm: dict[str, Any],
+) -> None:
+    ignore_job_signals()
+    try:
+        env = slot_fn()
+    except Exception:  # noqa: BLE001 - reported to the parent, which raises it
+        conn.send_bytes(pickle.dumps((False, worker_failure())))
+        return
+    n = len(next(iter(res_shm.values())))
+    actions = read_from_shared_memory(action_space, act_shm, n)
+    results = {name: np.frombuffer(res_shm[name], dtype) for name, dtype in RESULT_FIELDS}
+    conn.send_bytes(pickle.dumps((True, None)))
+    try:
+        while True:
+            message = conn.recv_bytes()
+            if message in (STEP, STEP_RENDER):
+                try:
+                    observation, reward, _, _, info = env.step(row(actions, index))
+                    write_to_shared_memory(observation_space, index, observation, obs_shm)
+                    results["reward"][index] = reward
+                    results["done"][index] = info["done"]
+                    results["is_success"][index] = info["is_success"]
+                    conn.send_bytes(DONE)
+                except Exception:  # noqa: BLE001
+                    conn.send_bytes(pickle.dumps((False, worker_failure())))
+                    continue
+                if message == STEP_RENDER:
+                    try:
+                        env.prerender()
+                    except Exception:  # noqa: BLE001 - the parent's render() call renders again and reports it
+                        pass
+                continue
+            name, args, kwargs, write_obs = pickle.loads(message)
+            if name == "close":
+                env.close()
+                return
+            try:
+                result = getattr(env, name)(*args, **kwargs)
+                if write_obs:
+                    observation, result = result
+                    write_to_shared_memory(observation_space, index, observation, obs_shm)
+                conn.send_bytes(pickle.dumps((True, result)))
+            except Exception:  # noqa: BLE001
+                conn.send_bytes(pickle.dumps((False, worker_failure())))
+    except (EOFError, KeyboardInterrupt):
+        env.close()
+
+
+def row(batch: Any, index: int) -> Any:
+    if isinstance(batch, dict):
+        return {key: row(value, index) for key, value in batch.items()}
+    return batch[index]
+
+
+def write_row(space: gym.Space, batch: Any, index: int, value: Any) -> None:
+    if isinstance(space, gym.spaces.Dict):
+        for key, sub in space.spaces.items():
+            write_row(sub, batch[key], index, value[key])
+    else:
+        batch[index] = value
+
+
+def copy_tree(target: Any, source: Any) -> Any:
+    """`source` copied: into `target` when given (same structure), else as new arrays."""
+    if isinstance(source, dict):
+        return {key: copy_tree(None if target is None else target[key], value) for key, value in source.items()}
+    if target is None:
+        return np.array(source, copy=True)
+    np.copyto(target, source)
+    return target
