@@ -1,6 +1,8 @@
 """A tiny deterministic env for LeRobot policies whose episodes end at different steps: the state drifts by each
 action, the reward is the state's first coordinate (so an episode's rewards record every action it took), and
-episode k lasts 3 + 7k mod 11 steps (3, 10, 6, 13, 9, 5, ...), so sub-envs finish apart and refill."""
+episode k of task i lasts 3 + (7k + 4i) mod 11 steps (task 0: 3, 10, 6, 13, 9, 5, ...), so sub-envs finish apart
+and refill. Tasks differ in their language instruction (which SmolVLA reads), start offset and lengths, so an
+episode run as another task's would show in its record."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ STATE_DIM, ENV_STATE_DIM, ACTION_DIM, IMAGE_SIZE = 4, 6, 4, 32
 DRIFT_STATE = {"observation.state": ("STATE", (STATE_DIM,)), "observation.environment_state": ("ENV", (ENV_STATE_DIM,))}
 DRIFT_PIXELS = {"observation.image": ("VISUAL", (3, IMAGE_SIZE, IMAGE_SIZE)), "observation.state": ("STATE", (4,))}
 DRIFT_ACTION = (ACTION_DIM, 0.0, 0.05)
+# Words of the tiny SmolVLA's vocabulary (tests/lerobot_checkpoints.py).
+TASK_TEXTS = ("reach a goal position", "pick and place the block", "open the drawer")
 
 
 def _processors() -> dict[str, list[Any]]:
@@ -33,7 +37,7 @@ class DriftEnvConfig(EnvConfig):
 
     def tasks(self) -> list[TaskSpec]:
         length = self.episode_length or 30
-        return [TaskSpec("drift", i, f"drift-{i}", "reach a goal position", length) for i in range(self.n_tasks)]
+        return [TaskSpec("drift", i, f"drift-{i}", TASK_TEXTS[i % 3], length) for i in range(self.n_tasks)]
 
     def spaces(self, task: TaskSpec) -> tuple[Any, Any]:
         from gymnasium import spaces
@@ -47,16 +51,17 @@ class DriftEnvConfig(EnvConfig):
         return spaces.Dict(observation), spaces.Box(-1, 1, (ACTION_DIM,), np.float32)
 
     def build(self, task: TaskSpec, render: bool) -> Any:
-        return DriftEnv(self.pixels)
+        return DriftEnv(self.pixels, task.task_id)
 
 
-def episode_length(k: int) -> int:
-    return 3 + (7 * k) % 11
+def episode_length(k: int, task_id: int = 0) -> int:
+    return 3 + (7 * k + 4 * task_id) % 11
 
 
 class DriftEnv:
-    def __init__(self, pixels: bool) -> None:
+    def __init__(self, pixels: bool, task_id: int = 0) -> None:
         self.pixels = pixels
+        self.task_id = task_id
         self.state = np.zeros(STATE_DIM)
         self.length = self.steps = 0
 
@@ -67,8 +72,8 @@ class DriftEnv:
         return obs
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
-        self.state = np.random.default_rng(seed).uniform(-0.5, 0.5, STATE_DIM)
-        self.length, self.steps = episode_length((options or {}).get("episode_index", 0)), 0
+        self.state = np.random.default_rng(seed).uniform(-0.5, 0.5, STATE_DIM) + 0.25 * self.task_id
+        self.length, self.steps = episode_length((options or {}).get("episode_index", 0), self.task_id), 0
         return self._obs(), {}
 
     def step(self, action: np.ndarray) -> tuple[dict, float, bool, bool, dict]:

@@ -41,11 +41,13 @@ class Policy(Protocol):
 
 
 class RowResettablePolicy(Policy, Protocol):
-    """A policy whose per-episode state is per batch row. It gets each sub-env's next episode as soon as the
-    previous one ends; any other policy starts a new batch only when every episode of the current one has ended."""
+    """A policy whose per-episode state is per batch row (and per task: rows of one batch may run different
+    tasks, each row's `task` text in the batch). It gets each sub-env's next episode as soon as the previous one
+    ends; any other policy starts a new batch only when every episode of the current one has ended."""
 
-    def reset_slots(self, task: TaskSpec, seeds: dict[int, int]) -> None:
-        """Start new episodes on the given batch rows only (row -> episode seed); the other rows continue."""
+    def reset_slots(self, task: TaskSpec, seeds: dict[int, int | None]) -> None:
+        """Start new episodes of `task` on the given batch rows only (row -> episode seed); the other rows
+        continue. A seed of None makes the row idle: its action is never applied, so compute nothing for it."""
         ...
 
 

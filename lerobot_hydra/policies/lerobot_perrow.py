@@ -116,7 +116,9 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy):
         self.layout = QueueLayout.of(self.policy)
         self.slots = [self._row(seed) for seed in episode_seeds]
 
-    def reset_slots(self, task: TaskSpec, seeds: dict[int, int]) -> None:
+    def reset_slots(self, task: TaskSpec, seeds: dict[int, int | None]) -> None:
+        """The rows' new episodes (their task's text comes with every batch, per row); None: the row idles and
+        asks for no chunk."""
         for row, seed in seeds.items():
             self.slots[row] = self._row(seed)
 

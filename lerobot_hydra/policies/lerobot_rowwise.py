@@ -49,7 +49,7 @@ class RowwisePolicy(RowResettablePolicy):
             for row, seed in zip(self.rows, episode_seeds, strict=True):
                 self._start(row, task, seed)
 
-    def reset_slots(self, task: TaskSpec, seeds: dict[int, int]) -> None:
+    def reset_slots(self, task: TaskSpec, seeds: dict[int, int | None]) -> None:
         """Each row is a policy of its own: resetting it touches no other row."""
         with self.base.lock:
             for i, seed in seeds.items():

@@ -55,14 +55,23 @@ def expert_for(task_name: str) -> Any:
 
 
 class MetaWorldExpertPolicy(RowResettablePolicy):
+    """One expert per batch row, for the task of the row's episode (rows of a batch may run different tasks)."""
+
     def __init__(self) -> None:
-        self._expert: Any = None
+        self._experts: list[Any] = []  # per row; None: idle
+        self._by_task: dict[str, Any] = {}  # the experts keep no per-episode state: one per task serves all rows
+
+    def _expert(self, task: TaskSpec) -> Any:
+        if task.name not in self._by_task:
+            self._by_task[task.name] = expert_for(task.name)
+        return self._by_task[task.name]
 
     def reset(self, task: TaskSpec, episode_seeds: Sequence[int | None]) -> None:
-        self._expert = expert_for(task.name)
+        self._experts = [None if seed is None else self._expert(task) for seed in episode_seeds]
 
-    def reset_slots(self, task: TaskSpec, seeds: dict[int, int]) -> None:
-        pass  # the scripted experts keep no per-episode state
+    def reset_slots(self, task: TaskSpec, seeds: dict[int, int | None]) -> None:
+        for row, seed in seeds.items():
+            self._experts[row] = None if seed is None else self._expert(task)
 
     def select_action(self, batch: dict[str, Any]) -> np.ndarray:
         if STATE_KEY not in batch:
@@ -73,7 +82,9 @@ class MetaWorldExpertPolicy(RowResettablePolicy):
         with warnings.catch_warnings():
             # The experts warn that their gains exceed the action range; the env clips, as intended.
             warnings.simplefilter("ignore", UserWarning)
-            return np.stack([self._expert.get_action(state) for state in states]).astype(np.float32)
+            rows = zip(self._experts, states, strict=True)
+            actions = [np.zeros(4) if e is None else e.get_action(state) for e, state in rows]
+        return np.stack(actions).astype(np.float32)
 
     def fork(self) -> MetaWorldExpertPolicy:
         return MetaWorldExpertPolicy()

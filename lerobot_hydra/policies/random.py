@@ -34,17 +34,21 @@ class RandomPolicy(RowResettablePolicy):
     def reset(self, task: TaskSpec, episode_seeds: Sequence[int | None]) -> None:
         self._spaces = [self._space(seed) for seed in episode_seeds]
 
-    def reset_slots(self, task: TaskSpec, seeds: dict[int, int]) -> None:
+    def reset_slots(self, task: TaskSpec, seeds: dict[int, int | None]) -> None:
         for row, seed in seeds.items():
             self._spaces[row] = self._space(seed)
 
     def _space(self, seed: int | None) -> Any:
+        """The row's own action space, seeded from its episode; None for an idle row."""
+        if seed is None:
+            return None
         space = copy.deepcopy(self.action_space)
-        space.seed(None if seed is None else seed + SEED_OFFSET)
+        space.seed(seed + SEED_OFFSET)
         return space
 
     def select_action(self, batch: dict[str, Any]) -> np.ndarray:
-        return np.stack([space.sample() for space in self._spaces])
+        idle = np.zeros(self.action_space.shape, self.action_space.dtype)
+        return np.stack([idle if space is None else space.sample() for space in self._spaces])
 
     def fork(self) -> RandomPolicy:
         return RandomPolicy(self.action_space)

@@ -138,7 +138,7 @@ class RemotePolicy(RowResettablePolicy):
         self.task = task
         self.rows = [self._row(seed) for seed in episode_seeds]
 
-    def reset_slots(self, task: TaskSpec, seeds: dict[int, int]) -> None:
+    def reset_slots(self, task: TaskSpec, seeds: dict[int, int | None]) -> None:
         for row, seed in seeds.items():
             self.rows[row] = self._row(seed)
 

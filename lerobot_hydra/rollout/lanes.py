@@ -18,8 +18,22 @@ from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.processors.pipeline import Pipeline
 from lerobot_hydra.rollout.filming import Filming
 from lerobot_hydra.rollout.progress import Progress
-from lerobot_hydra.rollout.runner import OnRecord, RolloutContext, TaskWork, run_task
-from lerobot_hydra.vector.task_envs import TaskVectorEnv, close_task_vector_envs, create_task_vector_envs
+from lerobot_hydra.rollout.runner import OnRecord, RolloutContext, TaskWork, run_segment
+from lerobot_hydra.vector.task_envs import EnvPool, close_pools, create_pools
+
+Pools = dict[tuple[str, int], EnvPool]
+
+
+def segments(lane_work: list[TaskWork], pools: Pools) -> list[list[TaskWork]]:
+    """The lane's tasks in runs of consecutive tasks that share a pool (the same spaces): each run's tasks may
+    mix in one batch."""
+    out: list[list[TaskWork]] = []
+    for w in lane_work:
+        if out and pools[out[-1][0].task.key] is pools[w.task.key]:
+            out[-1].append(w)
+        else:
+            out.append([w])
+    return out
 
 
 def evaluate(
@@ -56,22 +70,23 @@ def evaluate(
         with lock:
             on_record(record)
 
-    def start_lane(lane_work: list[TaskWork]) -> list[TaskVectorEnv]:
-        envs = create_task_vector_envs(env_cfg, [w.task for w in lane_work], n_envs, use_async, render)
-        opened.append(envs)
-        vecs = [envs[w.task.group][w.task.task_id] for w in lane_work]
-        for slot in range(min(vecs[0].num_envs, len(lane_work[0].episodes))):
-            vecs[0].prepare_ahead(slot, lane_work[0].task)
-        return vecs
+    def start_lane(lane_work: list[TaskWork]) -> Pools:
+        pools = create_pools(env_cfg, [w.task for w in lane_work], n_envs, use_async, render)
+        opened.append(pools)
+        first = segments(lane_work, pools)[0]
+        pool = pools[first[0].task.key]
+        # Each sub-env builds the simulator of the first episode it will run (mixed) or could run (unmixed).
+        upcoming = [w.task for w in first for _ in w.episodes][: pool.num_envs]
+        for slot, task in enumerate(upcoming):
+            pool.prepare_ahead(slot, task)
+        return pools
 
-    def run_lane(lane_work: list[TaskWork], vecs: list[TaskVectorEnv], lane_policy: Policy) -> None:
+    def run_lane(lane_work: list[TaskWork], pools: Pools, lane_policy: Policy) -> None:
         ctx = RolloutContext(lane_policy, env_pre, env_post, base_seed, locked_record, videos, stop)
-        for j, w in enumerate(lane_work):
-            following = vecs[j + 1] if j + 1 < len(vecs) else None
-            next_task = following.task if following is not None and following.pool is vecs[j].pool else None
-            run_task(vecs[j], w, ctx, progress, next_task)
+        for segment in segments(lane_work, pools):
+            run_segment(pools[segment[0].task.key], segment, ctx, progress)
 
-    opened: list[dict[str, dict[int, TaskVectorEnv]]] = []
+    opened: list[Pools] = []
     try:
         with cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="env-start") as starter:
             started = starter.submit(lambda: [start_lane(lane) for lane in lanes])
@@ -80,15 +95,14 @@ def evaluate(
             except BaseException:
                 started.exception()  # let the start finish, so that every worker it opened is closed below
                 raise
-            lane_vecs = started.result()
+            lane_pools = started.result()
         if n_lanes == 1:
-            run_lane(lanes[0], lane_vecs[0], built)
+            run_lane(lanes[0], lane_pools[0], built)
         else:
             pool = cf.ThreadPoolExecutor(max_workers=n_lanes, thread_name_prefix="lane")
             try:
-                futures = [
-                    pool.submit(run_lane, lane, vecs, built.fork()) for lane, vecs in zip(lanes, lane_vecs, strict=True)
-                ]
+                lane_runs = zip(lanes, lane_pools, strict=True)
+                futures = [pool.submit(run_lane, lane, pools, built.fork()) for lane, pools in lane_runs]
                 for future in cf.as_completed(futures):
                     future.result()
             except BaseException:
@@ -98,5 +112,5 @@ def evaluate(
                 pool.shutdown(wait=True)
         built.finish()
     finally:
-        for envs in opened:
-            close_task_vector_envs(envs)
+        for pools in opened:
+            close_pools(pools)

@@ -1,43 +1,43 @@
-"""Rollout: a task's episodes in batches through its vector env, producing one record per episode.
+"""Rollout: a lane's episodes through its sub-envs, producing one record per episode.
 
 Per step: raw observation -> env pre -> policy (with its own pre/post) -> env post -> vector env step.
 Episode k of a task is seeded with `seed + k` whatever the batch, sub-env, lane or shard it runs in;
 success counts up to and including the step that ended the episode, and a finished sub-env is never
-stepped again: it starts the next pending episode at once when the policy can reset one sub-env's state,
-else it idles until every episode of its batch has ended. A filmed episode (see rollout/filming.py) gets the frame
-after reset and one after each of its steps, rendered only by the sub-envs whose episode is filmed; worker
-sub-envs draw it right after answering the step, while this process runs the policy for the next one.
+stepped again. When the policy can reset one row's state (`reset_slots`), a finished sub-env starts the
+next pending episode at once: of any task of the lane whose sub-envs are in workers (tasks mixed in one batch;
+a sub-env switching task builds the new simulator in its worker while the others step on, and joins once
+built), else of the batch's task (rollout/schedule.py). Other policies start a new batch once every episode of
+the current one has ended. A row with nothing to run is marked idle (`reset_slots` with no seed), so the
+policy computes nothing for it. A sub-env that will run the next task only after the batch ends builds its
+simulator meanwhile. A filmed episode (see rollout/filming.py) gets the frame after reset and one after each
+of its steps, rendered only by the sub-envs whose episode is filmed; worker sub-envs draw it right after
+answering the step, while this process runs the policy for the next one.
 """
 
 from __future__ import annotations
 
-import logging
-import math
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
 
-from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
-from lerobot_hydra.envs.build_errors import env_label
-from lerobot_hydra.envs.protocol import EPISODES_KEY, INIT_STATE_KEY, RESET_MASK_KEY
+from lerobot_hydra.envs.protocol import INIT_STATE_KEY
 from lerobot_hydra.policies.base import Policy, RowResettablePolicy, resets_rows
 from lerobot_hydra.processors.observation import RAW_KEY
 from lerobot_hydra.processors.pipeline import Pipeline
-from lerobot_hydra.rollout.filming import FilmedEpisode, Filming
+from lerobot_hydra.rollout.episodes import Episode, Unit, capture_frames
+from lerobot_hydra.rollout.filming import Filming
 from lerobot_hydra.rollout.plan import episode_seed
-from lerobot_hydra.rollout.progress import Progress
-from lerobot_hydra.vector.task_envs import TaskVectorEnv
+from lerobot_hydra.rollout.progress import Progress, TaskProgress
+from lerobot_hydra.rollout.schedule import Schedule
+from lerobot_hydra.vector.task_envs import EnvPool
 
 OnRecord = Callable[[EpisodeRecord], None]
-log = logging.getLogger("lerobot_hydra")
-_NO_FRAME_WARNED: set[str] = set()
 
 
 @dataclass
@@ -63,184 +63,157 @@ class RolloutContext:
     stop: threading.Event | None = None  # checked before every step; set: the episodes in flight are dropped
 
 
-def run_task(
-    vec: TaskVectorEnv, work: TaskWork, ctx: RolloutContext, progress: Progress, next_task: TaskSpec | None = None
-) -> None:
-    """`next_task`: the task this vector env runs next, whose simulators sub-envs left idle by this task's
-    last episodes start building meanwhile."""
-    bar = progress.start(work.task, total=work.done + len(work.episodes), done=work.done, successes=work.successes)
-    pending = deque((k, episode_seed(ctx.base_seed, k)) for k in work.episodes)
-
-    def emit(record: EpisodeRecord) -> None:
-        ctx.on_record(record)
-        bar.update(record)
-
+def run_segment(pool: EnvPool, works: list[TaskWork], ctx: RolloutContext, progress: Progress) -> None:
+    """Every episode of `works` (consecutive tasks of a lane that share `pool`), each record emitted (and so
+    flushed to disk) the moment its episode ends."""
+    units = [Unit(w.task, k, episode_seed(ctx.base_seed, k)) for w in works for k in w.episodes]
+    bars = _Bars(works, progress)
     try:
-        while pending:
-            _run_batch(vec, work.task, pending, ctx, emit, next_task)
+        _Segment(pool, ctx, units, bars).run()
     finally:
-        progress.finish(bar)
+        bars.close()
 
 
-@dataclass
-class _Episode:
-    """The running episode of one sub-env."""
+class _Bars:
+    """A progress bar per task, open from its first episode's start to its last episode's record."""
 
-    index: int
-    seed: int
-    init_state: int | None
-    started: float
-    video: FilmedEpisode | None
-    sum_reward: float = 0.0
-    max_reward: float = -np.inf
-    success: bool = False
-    steps: int = 0
+    def __init__(self, works: list[TaskWork], progress: Progress) -> None:
+        self._works = {w.task: w for w in works}
+        self._left = {w.task: len(w.episodes) for w in works}
+        self._open: dict[TaskSpec, TaskProgress] = {}
+        self._progress = progress
+
+    def started(self, task: TaskSpec) -> None:
+        if task not in self._open:
+            w = self._works[task]
+            self._open[task] = self._progress.start(task, w.done + len(w.episodes), w.done, w.successes)
+
+    def recorded(self, task: TaskSpec, record: EpisodeRecord) -> None:
+        self._open[task].update(record)
+        self._left[task] -= 1
+        if not self._left[task]:
+            self._progress.finish(self._open.pop(task))
+
+    def close(self) -> None:
+        for bar in self._open.values():
+            self._progress.finish(bar)
+        self._open.clear()
 
 
-def _run_batch(
-    vec: TaskVectorEnv,
-    task: TaskSpec,
-    pending: deque[tuple[int, int]],
-    ctx: RolloutContext,
-    emit: OnRecord,
-    next_task: TaskSpec | None,
-) -> None:
-    """Episodes from `pending` on every sub-env until none is running, each record emitted (and so flushed to
-    disk) the moment its episode ends.
+class _Segment:
+    def __init__(self, pool: EnvPool, ctx: RolloutContext, units: list[Unit], bars: _Bars) -> None:
+        self.pool, self.ctx, self.bars = pool, ctx, bars
+        n = pool.num_envs
+        self.refill = resets_rows(ctx.policy)
+        self.schedule = Schedule(units, mixed=self.refill and pool.in_workers)
+        self.running: list[Episode | None] = [None] * n
+        self.warming: dict[int, Unit] = {}  # sub-envs building the simulator of their next episode's task
+        self.texts = [units[0].task.description if units else ""] * n  # each row's task (an idle row: its last)
+        self.batch_task: TaskSpec | None = None  # unmixed: the task of the running batch
+        self.obs: Any = None
 
-    A policy that can reset one sub-env's state (`reset_slots`) gets the next pending episode on a sub-env as
-    soon as its episode ends; other policies (LeRobot families whose queues span the batch) start a new batch
-    once every episode of this one has ended, the finished sub-envs idling meanwhile. Once no episode of the task
-    is pending, a sub-env without one starts building `next_task`'s simulator (in its worker).
-    """
-    n = vec.num_envs
-    refill = resets_rows(ctx.policy)
-    running: list[_Episode | None] = [None] * n
-    try:
-        starts = {i: pending.popleft() for i in range(n) if pending}
-        obs = _start(vec, task, running, starts, ctx, first=True)
-        if next_task is not None and not pending:
-            for i in range(n):
-                if running[i] is None:
-                    vec.prepare_ahead(i, next_task)
+    def run(self) -> None:
         owed: set[int] = set()  # filmed sub-envs whose frame of the last step is still to be collected
-        while any(running):
-            if ctx.stop is not None and ctx.stop.is_set():
-                raise LaneStopped
-            batch = ctx.env_pre({RAW_KEY: obs, "task": [task.description] * n})
-            action = ctx.env_post({"action": ctx.policy.select_action(batch)})["action"]
-            _capture_frames(vec, running, only=owed)
-            filmed = {i for i, e in enumerate(running) if e is not None and e.video is not None}
-            vec.prerender_after_steps(sorted(filmed))
-            obs, reward, _, _, info = vec.step(_as_actions(action, n, vec.single_action_space.dtype))
-            finished = {i for i, e in enumerate(running) if e is not None and info["done"][i]}
-            _capture_frames(vec, running, only=filmed & finished)
-            owed = filmed - finished
-            ended = {}
-            for i, episode in enumerate(running):
-                if episode is None:
-                    continue
-                step_reward = _finite_reward(float(reward[i]), vec, task, episode)
-                episode.sum_reward += step_reward
-                episode.max_reward = max(episode.max_reward, step_reward)
-                episode.steps += 1
-                episode.success |= bool(info["is_success"][i])
-                if info["done"][i]:
-                    running[i] = None
-                    emit(_record(task, episode))
-                    if refill and pending:
-                        ended[i] = pending.popleft()
-                    elif next_task is not None and not pending:
-                        vec.prepare_ahead(i, next_task)
-            if ended:
-                obs = _start(vec, task, running, ended, ctx, first=False)
-    finally:
-        vec.prerender_after_steps([])
-        for episode in running:
-            if episode is not None and episode.video is not None:
-                episode.video.abort()
+        try:
+            while self.schedule or self.warming or any(self.running):
+                if self.ctx.stop is not None and self.ctx.stop.is_set():
+                    raise LaneStopped
+                if not any(self.running) and not self.warming:
+                    self._begin_batch()
+                if self.warming:
+                    ready = self.pool.ready(list(self.warming), wait=not any(self.running))
+                    if ready:
+                        self._start({i: self.warming.pop(i) for i in ready}, first=False)
+                if any(self.running):
+                    owed = self._step(owed)
+        finally:
+            self.pool.prerender_after_steps([])
+            for episode in self.running:
+                if episode is not None and episode.video is not None:
+                    episode.video.abort()
 
+    def _begin_batch(self) -> None:
+        units = self.schedule.first_batch(self.pool.num_envs)
+        self.batch_task = units[0].task
+        self._start(dict(enumerate(units)), first=True)
+        for i, episode in enumerate(self.running):
+            if episode is None:
+                self._build_ahead(i)
 
-def _start(
-    vec: TaskVectorEnv,
-    task: TaskSpec,
-    running: list[_Episode | None],
-    starts: dict[int, tuple[int, int]],
-    ctx: RolloutContext,
-    first: bool,
-) -> Any:
-    """Resets the sub-envs in `starts` (slot -> (episode index, seed)) into their episodes; the others, when
-    not `first`, keep running untouched. Returns the observation of every sub-env."""
-    slots = [starts.get(i) for i in range(vec.num_envs)]
-    options: dict[str, Any] = {EPISODES_KEY: slots}
-    if not first:
-        options[RESET_MASK_KEY] = [slot is not None for slot in slots]
-    obs, info = vec.reset(options=options)
-    seeds = {i: seed for i, (_, seed) in starts.items()}
-    if first:
-        ctx.policy.reset(task, [seeds.get(i) for i in range(vec.num_envs)])
-    else:
-        cast(RowResettablePolicy, ctx.policy).reset_slots(task, seeds)
-    now = time.perf_counter()
-    for i, (k, seed) in starts.items():
-        init_state = int(info[INIT_STATE_KEY][i])
-        video = ctx.videos.start(task, k) if ctx.videos is not None and ctx.videos.wants(k) else None
-        running[i] = _Episode(k, seed, None if init_state < 0 else init_state, now, video)
-    _capture_frames(vec, running, only=set(starts))
-    return obs
+    def _start(self, starts: dict[int, Unit], first: bool) -> None:
+        """Resets the sub-envs in `starts` into their episodes (`first`: a new batch, the other sub-envs idle;
+        else the others keep running untouched) and starts the policy's rows for them."""
+        n = self.pool.num_envs
+        self.obs, info = self.pool.reset({i: (u.task, u.index, u.seed) for i, u in starts.items()}, first)
+        rest = starts
+        if first:
+            head = starts[0].task
+            self.ctx.policy.reset(head, [u.seed if (u := starts.get(i)) and u.task == head else None for i in range(n)])
+            rest = {i: u for i, u in starts.items() if u.task != head}
+        by_task: dict[TaskSpec, dict[int, int | None]] = {}
+        for i, unit in rest.items():
+            by_task.setdefault(unit.task, {})[i] = unit.seed
+        for task, seeds in by_task.items():
+            cast(RowResettablePolicy, self.ctx.policy).reset_slots(task, seeds)
+        now = time.perf_counter()
+        videos = self.ctx.videos
+        for i, unit in starts.items():
+            self.bars.started(unit.task)
+            init_state = int(info[INIT_STATE_KEY][i])
+            video = videos.start(unit.task, unit.index) if videos is not None and videos.wants(unit.index) else None
+            self.running[i] = Episode(unit, None if init_state < 0 else init_state, now, video)
+            self.texts[i] = unit.task.description
+        capture_frames(self.pool, self.running, only=set(starts))
 
+    def _step(self, owed: set[int]) -> set[int]:
+        """One step of every running episode; returns the filmed sub-envs whose frame is owed."""
+        n, running = self.pool.num_envs, self.running
+        batch = self.ctx.env_pre({RAW_KEY: self.obs, "task": list(self.texts)})
+        action = self.ctx.env_post({"action": self.ctx.policy.select_action(batch)})["action"]
+        capture_frames(self.pool, running, only=owed)
+        filmed = {i for i, e in enumerate(running) if e is not None and e.video is not None}
+        self.pool.prerender_after_steps(sorted(filmed))
+        vec = self.pool.vec
+        self.obs, reward, _, _, info = vec.step(_as_actions(action, n, vec.single_action_space.dtype))
+        finished = {i for i, e in enumerate(running) if e is not None and info["done"][i]}
+        capture_frames(self.pool, running, only=filmed & finished)
+        starts: dict[int, Unit] = {}
+        for i, episode in enumerate(running):
+            if episode is None:
+                continue
+            episode.add_step(float(reward[i]), bool(info["is_success"][i]), self.pool.config)
+            if i in finished:
+                running[i] = None
+                record = episode.record()
+                self.ctx.on_record(record)
+                self.bars.recorded(episode.task, record)
+                self._free(i, episode.task, starts)
+        if starts:
+            self._start(starts, first=False)
+        return filmed - finished
 
-def _finite_reward(value: float, vec: TaskVectorEnv, task: TaskSpec, episode: _Episode) -> float:
-    """`value`, or a UserError for a NaN or infinite reward: the env is broken and its results would mean nothing
-    (the episodes already recorded stay on disk)."""
-    if math.isfinite(value):
-        return value
-    raise UserError(
-        f"the env {env_label(vec.pool.config)} returned a reward of {value} at step {episode.steps + 1} of episode "
-        f"{episode.index} of task {task.group}/{task.task_id} {task.name}: a broken env, whose results would be "
-        "meaningless; fix the env"
-    )
-
-
-def _record(task: TaskSpec, episode: _Episode) -> EpisodeRecord:
-    return EpisodeRecord(
-        task_group=task.group,
-        task_id=task.task_id,
-        task_name=task.name,
-        task=task.description,
-        episode_index=episode.index,
-        seed=episode.seed,
-        success=episode.success,
-        sum_reward=episode.sum_reward,
-        max_reward=episode.max_reward,
-        steps=episode.steps,
-        wall_s=round(time.perf_counter() - episode.started, 4),
-        init_state_id=episode.init_state,
-        video_path=episode.video.finish() if episode.video is not None else None,
-    )
-
-
-def _capture_frames(vec: TaskVectorEnv, running: list[_Episode | None], only: set[int] | None = None) -> None:
-    """Renders only the sub-envs whose running episode is filmed; one that yields no frame loses its video."""
-    wanted = [i for i, e in enumerate(running) if e is not None and e.video is not None and (only is None or i in only)]
-    if not wanted:
-        return
-    frames = vec.render_frames(wanted)
-    for i in wanted:
-        episode = running[i]
-        assert episode is not None and episode.video is not None
-        if frames[i] is None:
-            _warn_no_frames(vec.task)
-            episode.video.abort()
-            episode.video = None
+    def _free(self, i: int, task: TaskSpec, starts: dict[int, Unit]) -> None:
+        """Sub-env `i` finished an episode of `task`: it starts its next one now (into `starts`), or once it has
+        built that episode's simulator, or idles; meanwhile its policy row computes nothing."""
+        assert self.batch_task is not None
+        unit = self.schedule.next_for(self.batch_task) if self.refill else None
+        if unit is not None and self.pool.tasks[i] == unit.task:
+            starts[i] = unit
+            return
+        if unit is not None:
+            self.pool.prepare_ahead(i, unit.task)
+            self.warming[i] = unit
         else:
-            episode.video.add(frames[i])
+            self._build_ahead(i)
+        if self.refill:
+            cast(RowResettablePolicy, self.ctx.policy).reset_slots(task, {i: None})
 
-
-def _warn_no_frames(task: TaskSpec) -> None:
-    if task.group not in _NO_FRAME_WARNED:
-        _NO_FRAME_WARNED.add(task.group)
-        log.warning("%s: the env's render() returned no frame, so its episodes get no video", task.label)
+    def _build_ahead(self, i: int) -> None:
+        """Unmixed: idle sub-env `i` builds the next task's simulator while the batch finishes."""
+        assert self.batch_task is not None
+        upcoming = None if self.schedule.mixed else self.schedule.upcoming_task(self.batch_task)
+        if upcoming is not None:
+            self.pool.prepare_ahead(i, upcoming)
 
 
 def _as_actions(action: Any, n: int, dtype: Any) -> np.ndarray:

@@ -1,0 +1,109 @@
+"""The episodes a lane runs: the unit of work (task, episode index, seed), its running state on a sub-env, the
+record it becomes, and the frames its film gets."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.core.records import EpisodeRecord
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec
+from lerobot_hydra.envs.build_errors import env_label
+from lerobot_hydra.rollout.filming import FilmedEpisode
+from lerobot_hydra.vector.task_envs import EnvPool
+
+log = logging.getLogger("lerobot_hydra")
+_NO_FRAME_WARNED: set[str] = set()
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Episode `index` of `task`, seeded with `seed`: all an episode's outcome depends on."""
+
+    task: TaskSpec
+    index: int
+    seed: int
+
+
+@dataclass
+class Episode:
+    """The running episode of one sub-env."""
+
+    unit: Unit
+    init_state: int | None
+    started: float
+    video: FilmedEpisode | None
+    sum_reward: float = 0.0
+    max_reward: float = -np.inf
+    success: bool = False
+    steps: int = 0
+
+    @property
+    def task(self) -> TaskSpec:
+        return self.unit.task
+
+    def add_step(self, reward: float, success: bool, config: EnvConfig) -> None:
+        reward = self._finite(reward, config)
+        self.sum_reward += reward
+        self.max_reward = max(self.max_reward, reward)
+        self.steps += 1
+        self.success |= success
+
+    def _finite(self, value: float, config: EnvConfig) -> float:
+        """`value`, or a UserError for a NaN or infinite reward: the env is broken and its results would mean
+        nothing (the episodes already recorded stay on disk)."""
+        if math.isfinite(value):
+            return value
+        task = self.task
+        raise UserError(
+            f"the env {env_label(config)} returned a reward of {value} at step {self.steps + 1} of episode "
+            f"{self.unit.index} of task {task.group}/{task.task_id} {task.name}: a broken env, whose results would "
+            "be meaningless; fix the env"
+        )
+
+    def record(self) -> EpisodeRecord:
+        task = self.task
+        return EpisodeRecord(
+            task_group=task.group,
+            task_id=task.task_id,
+            task_name=task.name,
+            task=task.description,
+            episode_index=self.unit.index,
+            seed=self.unit.seed,
+            success=self.success,
+            sum_reward=self.sum_reward,
+            max_reward=self.max_reward,
+            steps=self.steps,
+            wall_s=round(time.perf_counter() - self.started, 4),
+            init_state_id=self.init_state,
+            video_path=self.video.finish() if self.video is not None else None,
+        )
+
+
+def capture_frames(pool: EnvPool, running: list[Episode | None], only: set[int]) -> None:
+    """Renders only the sub-envs of `only` whose running episode is filmed; one that yields no frame loses its
+    video."""
+    wanted = [i for i, e in enumerate(running) if e is not None and e.video is not None and i in only]
+    if not wanted:
+        return
+    frames = pool.render_frames(wanted)
+    for i in wanted:
+        episode = running[i]
+        assert episode is not None and episode.video is not None
+        if frames[i] is None:
+            _warn_no_frames(episode.task)
+            episode.video.abort()
+            episode.video = None
+        else:
+            episode.video.add(frames[i])
+
+
+def _warn_no_frames(task: TaskSpec) -> None:
+    if task.group not in _NO_FRAME_WARNED:
+        _NO_FRAME_WARNED.add(task.group)
+        log.warning("%s: the env's render() returned no frame, so its episodes get no video", task.label)
