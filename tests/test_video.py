@@ -150,6 +150,17 @@ def test_an_env_without_frames_loses_its_videos_not_its_results(tmp_path: Path, 
     assert renders(tmp_path) == 4
 
 
+def test_every_run_of_a_process_warns_once_of_an_env_without_frames(tmp_path: Path, caplog: Any) -> None:
+    # A sweep on Hydra's basic launcher runs its jobs in one process: each job's log must say it.
+    for run in ("a", "b"):
+        caplog.clear()
+        (tmp_path / run).mkdir()
+        cfg = FrameEnvConfig(log_dir=str(tmp_path / run), blank=True)
+        with caplog.at_level(logging.WARNING, logger="lerobot_hydra"):
+            rollout(cfg, tmp_path / run, n_episodes=2, filmed=2, batch=2, use_async=False, lanes=1)
+        assert caplog.text.count("returned no frame") == 1, run
+
+
 def test_a_video_that_fails_to_encode_is_a_warning_and_loses_only_its_path(tmp_path: Path, caplog: Any) -> None:
     task = TaskSpec("g", 0, "t", "t", 10)
     recorder = VideoRecorder(tmp_path, fps=10, max_per_task=5)

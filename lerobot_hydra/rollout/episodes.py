@@ -18,7 +18,6 @@ from lerobot_hydra.rollout.filming import FilmedEpisode
 from lerobot_hydra.vector.task_envs import EnvPool
 
 log = logging.getLogger("lerobot_hydra")
-_NO_FRAME_WARNED: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -96,14 +95,7 @@ def capture_frames(pool: EnvPool, running: list[Episode | None], only: set[int])
         episode = running[i]
         assert episode is not None and episode.video is not None
         if frames[i] is None:
-            _warn_no_frames(episode.task)
-            episode.video.abort()
+            episode.video.lost()
             episode.video = None
         else:
             episode.video.add(frames[i])
-
-
-def _warn_no_frames(task: TaskSpec) -> None:
-    if task.group not in _NO_FRAME_WARNED:
-        _NO_FRAME_WARNED.add(task.group)
-        log.warning("%s: the env's render() returned no frame, so its episodes get no video", task.label)

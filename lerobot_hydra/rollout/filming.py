@@ -16,6 +16,10 @@ class FilmedEpisode(Protocol):
 
     def abort(self) -> None: ...
 
+    def lost(self) -> None:
+        """The env gave no frame: the film is dropped, and the recorder says so once per task group and run."""
+        ...
+
 
 class Filming(Protocol):
     """Films chosen episodes; shared by parallel lanes, so thread-safe."""

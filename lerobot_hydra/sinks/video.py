@@ -14,7 +14,7 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +63,12 @@ def as_rgb_frame(frame: Any) -> np.ndarray:
 class EpisodeVideo:
     """The frames of one episode on their way to the file at `rel_path` (relative to the run dir)."""
 
-    def __init__(self, rel_path: str, frames: queue.Queue[tuple[EpisodeVideo | None, Any]]) -> None:
+    def __init__(
+        self, rel_path: str, frames: queue.Queue[tuple[EpisodeVideo | None, Any]], on_lost: Callable[[], None]
+    ) -> None:
         self.rel_path = rel_path
         self._frames = frames
+        self._on_lost = on_lost
         self._ended = False
 
     def add(self, frame: Any) -> None:
@@ -91,6 +94,10 @@ class EpisodeVideo:
         if not self._ended:
             self._ended = True
             self._frames.put((self, _ABORT))
+
+    def lost(self) -> None:
+        self.abort()
+        self._on_lost()
 
 
 class _Encoding:
@@ -151,6 +158,7 @@ class VideoRecorder:
             queue.Queue(maxsize=QUEUE_FRAMES) for _ in range(threads)
         ]
         self._lock = threading.Lock()
+        self._lost_groups: set[str] = set()
         self._started = 0
         self._threads = [
             threading.Thread(target=self._encode_loop, args=(q,), name=f"video-encoder-{i}", daemon=True)
@@ -166,7 +174,14 @@ class VideoRecorder:
         with self._lock:
             frames = self._queues[self._started % len(self._queues)]
             self._started += 1
-        return EpisodeVideo(video_path(task, episode_index), frames)
+        return EpisodeVideo(video_path(task, episode_index), frames, lambda: self._lost(task))
+
+    def _lost(self, task: TaskSpec) -> None:
+        with self._lock:
+            first = task.group not in self._lost_groups
+            self._lost_groups.add(task.group)
+        if first:
+            log.warning("%s: the env's render() returned no frame, so its episodes get no video", task.label)
 
     def close(self) -> None:
         """Waits until every finished video is on disk; videos never finished or aborted are discarded."""
