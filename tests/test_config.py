@@ -61,7 +61,7 @@ def test_unknown_keys_under_env_and_eval_are_rejected(compose) -> None:
 # (command line, what its one line says); the command line is run for one case of each way an error is printed
 # (a Hydra composition error, a shard sweep refused before Hydra starts, a UserError of the run), the others here.
 BAD_COMMAND_LINES = [
-    (["env=nope"], "unknown env 'nope'; available: gym, libero, metaworld, pusht"),
+    (["env=nope"], "unknown env 'nope'; available: gym, libero, libero_lerobot, metaworld, pusht"),
     (["policy=smolvlaa"], "unknown policy 'smolvlaa'"),
     (["eval.n_episodes=abc"], "bad value for 'eval.n_episodes'"),
     (["eval.foo=1"], "unknown key 'eval.foo'"),

@@ -136,6 +136,12 @@ def validate(cfg: DictConfig) -> EvalConfig:
     if not isinstance(cfg.device, str) or not _valid_device(cfg.device):
         raise UserError(f"device must be auto, cpu, cuda, cuda:<index> or mps, got '{cfg.device}'")
     check_seeds(cfg.seed, ev.n_episodes)
+    validate_policy_and_env(cfg)
+    return ev
+
+
+def validate_policy_and_env(cfg: DictConfig) -> type:
+    """The policy and env nodes, the policy's fit to the env and the devices; returns the policy config class."""
     policy_cls = validate_node(cfg.policy, "policy")
     # Before the env's keys: a policy YAML may set env keys (metaworld_expert: env.obs_type) that only its env has.
     if isinstance(cfg.env, DictConfig) and "_target_" in cfg.env:
@@ -143,7 +149,7 @@ def validate(cfg: DictConfig) -> EvalConfig:
     validate_node(cfg.env, "env")
     check_env_values(cfg.env)
     check_devices(cfg)
-    return ev
+    return policy_cls
 
 
 def available_cpus() -> int:

@@ -8,8 +8,6 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
 
-from lerobot_hydra.config.schema import validate_node
-from lerobot_hydra.config.validation import check_devices, check_env_values, check_policy_fits_env
 from lerobot_hydra.core.errors import UserError
 
 
@@ -61,14 +59,9 @@ def validate_serve(cfg: DictConfig) -> ServeConfig:
         raise UserError(f"serve.shards must be 0 (serve until killed) or more, got {serve.shards}")
     if serve.log_interval_s <= 0:
         raise UserError(f"serve.log_interval_s must be positive, got {serve.log_interval_s}")
-    policy_cls = validate_node(cfg.policy, "policy")
+    from lerobot_hydra.config.schema import validate_policy_and_env
+
+    policy_cls = validate_policy_and_env(cfg)
     if getattr(policy_cls, "__name__", "") == "RemotePolicyConfig":
         raise UserError("policy=remote cannot be served (it is the client); choose the policy to serve")
-    if isinstance(cfg.env, DictConfig) and "_target_" in cfg.env:
-        from lerobot_hydra.config.schema import resolve_target
-
-        check_policy_fits_env(policy_cls, resolve_target(cfg.env._target_, "env"))
-    validate_node(cfg.env, "env")
-    check_env_values(cfg.env)
-    check_devices(cfg)
     return serve
