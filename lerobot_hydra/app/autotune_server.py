@@ -95,16 +95,15 @@ def recommend_server(
 
 def env_obs_per_s(env_cfg: Any, env_pre: Any, batch_size: int) -> tuple[float, dict[str, Any], Any]:
     """λ at `batch_size` (random actions, no inference), one pre-processed observation and the task."""
-    from lerobot_hydra.envs.protocol import EPISODES_KEY
     from lerobot_hydra.processors.observation import RAW_KEY
-    from lerobot_hydra.vector.task_envs import close_task_vector_envs, create_task_vector_envs
+    from lerobot_hydra.vector.task_envs import EnvPool
 
     task = env_cfg.tasks()[0]
-    envs = create_task_vector_envs(env_cfg, [task], batch_size, batch_size > 1, False)
-    vec = envs[task.group][task.task_id]
+    pool = EnvPool(env_cfg, batch_size, batch_size > 1, env_cfg.spaces(task), False)
+    vec = pool.vec
     vec.action_space.seed(0)
     try:
-        obs, _ = vec.reset(options={EPISODES_KEY: [(k, 1000 + k) for k in range(batch_size)]})
+        obs, _ = pool.reset({k: (task, k, 1000 + k) for k in range(batch_size)}, every_slot=True)
         first = env_pre({RAW_KEY: obs, "task": [task.description] * batch_size})
         steps, elapsed = 0, 0.0
         limit = max(1, task.max_steps - 1)  # a finished sub-env no longer simulates
@@ -116,7 +115,7 @@ def env_obs_per_s(env_cfg: Any, env_pre: Any, batch_size: int) -> tuple[float, d
             elapsed += time.perf_counter() - t0
             steps += 1
     finally:
-        close_task_vector_envs(envs)
+        pool.close()
     return batch_size * steps / elapsed, first, task
 
 
