@@ -85,6 +85,16 @@ def run_here(
     return to_eval_info(job.return_value)
 
 
+def _wandb_service(process: Any) -> bool:
+    """W&B (0.19+) keeps one service process per Python process, by design, until that process exits."""
+    import psutil
+
+    try:
+        return process.name() == "wandb-core"
+    except psutil.Error:
+        return False
+
+
 @contextlib.contextmanager
 def _no_leftovers() -> Iterator[None]:
     """The signal handlers a run installs are put back, and the processes it starts (workers, their forkserver)
@@ -100,7 +110,8 @@ def _no_leftovers() -> Iterator[None]:
         changed = [sig.name for sig, handler in handlers.items() if signal.getsignal(sig) != handler]
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
-        _, alive = psutil.wait_procs([p for p in me.children(recursive=True) if p.pid not in children], timeout=10)
+        started = [p for p in me.children(recursive=True) if p.pid not in children and not _wandb_service(p)]
+        _, alive = psutil.wait_procs(started, timeout=10)
     # Reached only when the run returned.
     assert not changed, f"the run left its handlers of {', '.join(changed)} installed"
     assert not alive, f"processes the run started outlived it: {alive}"

@@ -45,7 +45,7 @@ def test_an_init_state_file_that_would_run_code_is_refused(tmp_path: Path) -> No
     marker = tmp_path / "code_ran"
     path = tmp_path / "evil.pruned_init"
     torch.save(RunsCode(marker), path)
-    with pytest.raises(UserError, match=r"evil.pruned_init hold more than a float64 array \(it names io.open\)"):
+    with pytest.raises(UserError, match=r"evil.pruned_init hold more than a float64 array \(it names _?io.open\)"):
         load_init_states(path)
     assert not os.path.exists(marker)
 
