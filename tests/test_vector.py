@@ -66,9 +66,14 @@ def test_workers_are_reused_across_tasks_and_simulators_live_only_in_them(tmp_pa
         assert len(pids) == 2  # one set of workers (the batch size) serves all three tasks
     else:
         assert pids == {os.getpid()}
-    # Each task's simulator is created once per slot, and the previous task's is closed first.
-    assert sorted(e["task"] for e in created) == [0, 0, 1, 1, 2, 2]
-    assert len([e for e in log if e["event"] == "closed"]) == 6
+    # Each task's simulator is created at most once per slot (a slot that finishes early may start the next task's
+    # episodes, so the other may never build the last task: mixed-task batches), and every one is closed.
+    if use_async:
+        per_worker = [(e["pid"], e["task"]) for e in created]
+        assert {task for _, task in per_worker} == {0, 1, 2} and len(per_worker) == len(set(per_worker))
+    else:  # in-process slots never mix tasks
+        assert sorted(e["task"] for e in created) == [0, 0, 1, 1, 2, 2]
+    assert len([e for e in log if e["event"] == "closed"]) == len(created)
     assert len(records) == 9
 
 
