@@ -182,8 +182,9 @@ def tiny_vlm(directory: Path) -> Path:
     return directory
 
 
-def tiny_smolvla(directory: Path, features: Features = PUSHT_PIXELS, action=PUSHT_ACTION) -> Path:
-    """A SmolVLA on a tiny local backbone (`directory/vlm`); its checkpoint in `directory/policy`."""
+def tiny_smolvla(directory: Path, features: Features = PUSHT_PIXELS, action=PUSHT_ACTION, **changes: Any) -> Path:
+    """A SmolVLA on a tiny local backbone (`directory/vlm`); its checkpoint in `directory/policy`; `changes`:
+    config fields to set otherwise (chunk_size, ...)."""
     backbone = tiny_vlm(directory / "vlm")
     config = {
         "vlm_model_name": str(backbone),
@@ -197,6 +198,7 @@ def tiny_smolvla(directory: Path, features: Features = PUSHT_PIXELS, action=PUSH
         "max_action_dim": 8,
         "resize_imgs_with_padding": (64, 64),
         "tokenizer_max_length": 16,
+        **changes,
     }
     return save_checkpoint(directory / "policy", "smolvla", features, action, **config)
 

@@ -85,7 +85,7 @@ def test_policy_revision_is_lerobots_pretrained_revision(compose: Callable, tmp_
     directory = tiny_act(tmp_path / "act")
     cfg = compose("policy=act", f"policy.path={directory}", "policy.revision=v1.0", "device=cpu")
     # As if fetched from the Hub at that revision (a local directory takes no revision).
-    config = instantiate_node(cfg.policy).policy_config(Checkpoint(directory, "someone/tiny_act"), "cpu")
+    config, _ = instantiate_node(cfg.policy).policy_config(Checkpoint(directory, "someone/tiny_act"), "cpu")
     lerobot_06 = int(lerobot_version().split(".")[1]) >= 6
     assert getattr(config, "pretrained_revision", None) == ("v1.0" if lerobot_06 else None)  # 0.4.4 has no such field
     with pytest.raises(UserError, match=r"overrides.pretrained_revision is set by the loader; use policy.revision"):

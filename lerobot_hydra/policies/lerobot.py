@@ -34,6 +34,7 @@ from lerobot_hydra.policies.lerobot_features import check_action_shape, env_obse
 from lerobot_hydra.policies.lerobot_noise import DETERMINISTIC_FAMILIES, noise_hooks
 from lerobot_hydra.policies.lerobot_perrow import PER_ROW_FAMILIES, PerRowLeRobotPolicy
 from lerobot_hydra.policies.lerobot_rowwise import RowwisePolicy
+from lerobot_hydra.policies.lerobot_rtc import SimulatedLatency, configure
 from lerobot_hydra.policies.lerobot_runtime import LeRobotPolicy
 from lerobot_hydra.policies.lerobot_versions import first_line, parse_policy_config
 
@@ -74,6 +75,9 @@ class LeRobotPolicyConfig(PolicyConfig):
     rename_map: dict[str, str] | None = None
     # Policy cameras the env does not have, shown as blank images (pi0, pi0.5 and SmolVLA pad missing cameras).
     blank_cameras: list[str] = field(default_factory=list)
+    # Real-time chunking (SmolVLA, pi0, pi0.5) with a simulated latency: {inference_delay: 3} plus optionally
+    # queue_threshold and LeRobot's RTC guidance settings (execution_horizon, ...). See lerobot_rtc.py.
+    rtc: dict[str, Any] | None = None
 
     def reads(self, env: EnvConfig) -> set[str] | None:
         """The env keys that reach one of config.json's `input_features` through the rename map (as `build`
@@ -111,7 +115,7 @@ class LeRobotPolicyConfig(PolicyConfig):
     def build(self, env: EnvConfig, device: str) -> LeRobotPolicy | RowwisePolicy:
         checkpoint = self.checkpoint
         device = check_device(resolve_device(self.device), "policy.device")
-        config = self.policy_config(checkpoint, device)
+        config, rtc = self.policy_config(checkpoint, device)
         name = checkpoint.name
         _, action_space = env.spaces(env.tasks()[0])
         check_action_shape(name, config.output_features or {}, action_space)
@@ -142,16 +146,36 @@ class LeRobotPolicyConfig(PolicyConfig):
         policy = load_weights(checkpoint, config)
         log.info("loaded the %s policy %s on %s%s", config.type, name, device, " with AMP" if self.use_amp else "")
         hooks = noise_hooks(policy)
-        runtime_class = PerRowLeRobotPolicy if config.type in PER_ROW_FAMILIES else LeRobotPolicy
-        runtime = runtime_class(policy, preprocessor, postprocessor, device, self.use_amp, observation_keys, hooks)
+        arguments = (policy, preprocessor, postprocessor, device, self.use_amp, observation_keys, hooks)
+        if config.type in PER_ROW_FAMILIES:
+            runtime: LeRobotPolicy = PerRowLeRobotPolicy(*arguments, rtc=rtc)
+        else:
+            runtime = LeRobotPolicy(*arguments)
         if hooks is not None or config.type in DETERMINISTIC_FAMILIES:
             return runtime
+        if rtc is not None:
+            raise UserError(
+                f"policy.rtc: this lerobot's {config.type} has no per-row noise hook here, so its rows would run one "
+                "at a time without real-time chunking; install the lerobot that lerobot_hydra pins"
+            )
         log.info("the %s policy's noise has no per-row hook here: its batch rows run one at a time", config.type)
         return RowwisePolicy(runtime)
 
-    def policy_config(self, checkpoint: Checkpoint, device: str) -> Any:
-        """The checkpoint's config.json as LeRobot's config class, with the evaluation's changes applied."""
-        config = parse_policy_config(checkpoint)
+    def policy_config(self, checkpoint: Checkpoint, device: str) -> tuple[Any, SimulatedLatency | None]:
+        """The checkpoint's config.json as LeRobot's config class, with the evaluation's changes applied, and
+        the timing of real-time chunking when `rtc` asks for it."""
+        config = self._overridden(parse_policy_config(checkpoint), checkpoint, device)
+        if self.rtc is not None:
+            return configure(config, self.rtc)
+        if getattr(getattr(config, "rtc_config", None), "enabled", False):
+            # Its guidance needs a latency, which a checkpoint does not record (LeRobot's select_action refuses it).
+            raise UserError(
+                f"the {config.type} checkpoint enables real-time chunking (rtc_config); give its latency in control "
+                "steps, policy.rtc={inference_delay: 3}, or turn it off, policy.overrides={rtc_config: null}"
+            )
+        return config, None
+
+    def _overridden(self, config: Any, checkpoint: Checkpoint, device: str) -> Any:
         fields = {f.name for f in dataclasses.fields(config)}
         overrides = self.overrides or {}
         for key in overrides:
@@ -159,6 +183,10 @@ class LeRobotPolicyConfig(PolicyConfig):
                 fix = "remove it (the checkpoint defines it)"
                 fix = f"use policy.{OVERRIDE_KEYS[key]}" if key in OVERRIDE_KEYS else fix
                 raise UserError(f"policy.overrides.{key} is set by the loader; {fix}")
+            if key == "rtc_config" and overrides[key] is not None:
+                raise UserError(
+                    "policy.overrides.rtc_config: set real-time chunking with policy.rtc={inference_delay: 3, ...}"
+                )
             if key not in fields:
                 valid = sorted(fields - RESERVED_OVERRIDES)
                 raise UserError(

@@ -12,7 +12,8 @@ on which batch-mates needed a chunk at the same step, and are bit for bit those 
 LeRobot's `select_action` gives it: its history holds its last `n_obs_steps` observations, the first one
 repeated at its episode's start (`populate_queues`); a chunk is cut to the length of LeRobot's action queue
 (`n_action_steps`; VQ-BeT's `action_chunk_size`); and the postprocessor runs on each step's actions, as in
-lerobot-eval.
+lerobot-eval. With `policy.rtc` (lerobot_rtc.py), a row asks for its next chunk before its queue is empty and
+the chunk, guided by the row's leftover, takes over `inference_delay` steps later.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.policies.base import RowResettablePolicy
 from lerobot_hydra.policies.lerobot_noise import RowNoise
+from lerobot_hydra.policies.lerobot_rtc import PendingChunk, SimulatedLatency, leftover
 from lerobot_hydra.policies.lerobot_runtime import LeRobotPolicy, rows_of
 
 # Families whose `select_action` is a queue over `predict_action_chunk` (checked against their LeRobot source);
@@ -65,6 +66,7 @@ class RowState:
     actions: deque[Any] = field(default_factory=deque)  # this row's queued actions, each (action_dim,)
     ensembler: Any = None
     idle: bool = False  # no episode on this row: it asks for nothing and its action is never applied
+    pending: PendingChunk | None = None  # real-time chunking: the chunk that replaces `actions` when due
 
     def observe(self, observations: dict[str, Any], row: int) -> None:
         for key, history in self.history.items():
@@ -76,6 +78,9 @@ class RowState:
 
     def needs_chunk(self) -> bool:
         return not self.idle and (self.ensembler is not None or not self.actions)
+
+    def needs_rtc_chunk(self, threshold: int) -> bool:
+        return not self.idle and self.pending is None and len(self.actions) <= threshold
 
     def take(self, chunk: Any, length: int | None) -> None:
         """Queue this row's share of a chunk (its row of `chunk`, shape (1, chunk_size, action_dim))."""
@@ -99,14 +104,9 @@ def rows_taken(value: Any, rows: list[int], size: int) -> Any:
 class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy):
     """`reset_slots` starts an episode on some rows while the others continue (see the module docstring)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, rtc: SimulatedLatency | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if getattr(getattr(self.policy.config, "rtc_config", None), "enabled", False):
-            # LeRobot's own select_action refuses it too: it is for asynchronous control of a real robot.
-            raise UserError(
-                f"the {self.policy.config.type} checkpoint enables real-time chunking (rtc_config), which "
-                "evaluation does not support; turn it off with policy.overrides={rtc_config: null}"
-            )
+        self.rtc = rtc
         self.slots: list[RowState] = []
         self.layout: QueueLayout | None = None
         self.filler = RowNoise()  # the noise of the rows that pad a forward pass (their chunks are dropped)
@@ -145,13 +145,19 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy):
             observations = self._with_stacked_images(processed)
             for row, slot in enumerate(self.slots):
                 slot.observe(observations, row)
-            needing = [row for row, slot in enumerate(self.slots) if slot.needs_chunk()]
-            if needing:
-                chunks = self._chunks(observations, needing, size)
-                assert self.layout is not None
-                for row in needing:
-                    self.slots[row].take(chunks[row : row + 1], self.layout.actions)
+            if self.rtc is None:
+                needing = [row for row, slot in enumerate(self.slots) if slot.needs_chunk()]
+                if needing:
+                    chunks = self._chunks(observations, needing, size)
+                    assert self.layout is not None
+                    for row in needing:
+                        self.slots[row].take(chunks[row : row + 1], self.layout.actions)
+            else:
+                self._real_time_chunks(observations, size)
             actions = [None if slot.idle else slot.actions.popleft() for slot in self.slots]
+            for slot in self.slots:
+                if slot.pending is not None:
+                    slot.pending.due -= 1
             template = next(a for a in actions if a is not None)
             action = torch.stack([torch.zeros_like(template) if a is None else a for a in actions])
         return self._postprocess(action)
@@ -165,7 +171,54 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy):
         cameras = [processed[key] for key in self.policy.config.image_features]
         return {**processed, OBS_IMAGES: torch.stack(cameras, dim=-4)}
 
-    def _chunks(self, observations: dict[str, Any], rows: list[int], size: int) -> Any:
+    def _real_time_chunks(self, observations: dict[str, Any], size: int) -> None:
+        """Due chunks take over their rows' queues; rows at the threshold ask for the next one (lerobot_rtc.py).
+        Rows starting an episode have no leftover, so they get an unguided pass of their own."""
+        rtc = self.rtc
+        assert rtc is not None
+        for slot in self.slots:
+            if slot.pending is not None and slot.pending.due == 0:
+                slot.actions = deque(slot.pending.chunk[rtc.inference_delay :])
+                slot.pending = None
+        asking = [row for row, slot in enumerate(self.slots) if slot.needs_rtc_chunk(rtc.queue_threshold)]
+        fresh = [row for row in asking if not self.slots[row].actions]
+        if fresh:
+            chunks = self._chunks(observations, fresh, size)
+            for row in fresh:
+                self.slots[row].actions.extend(chunks[row])
+        guided = [row for row in asking if row not in fresh]
+        if not guided:
+            return
+        import torch
+
+        padded = [row if row in guided else guided[0] for row in range(size)]
+        left = torch.stack([leftover(self.slots[row].actions, rtc.execution_horizon) for row in padded])
+        guidance = {
+            "inference_delay": rtc.inference_delay,
+            "prev_chunk_left_over": left,
+            "execution_horizon": rtc.execution_horizon,
+        }
+        chunks = self._chunks(observations, guided, size, guidance)
+        for row in guided:
+            if rtc.inference_delay == 0:
+                self.slots[row].actions = deque(chunks[row])
+            else:
+                self.slots[row].pending = PendingChunk(chunks[row], rtc.inference_delay)
+
+    def _grad_mode(self) -> Any:
+        """RTC's guidance takes a gradient inside the sampler, which inference mode forbids."""
+        import torch
+
+        return torch.no_grad() if self.rtc is not None else super()._grad_mode()
+
+    def fork(self) -> PerRowLeRobotPolicy:
+        forked = super().fork()
+        forked.rtc = self.rtc
+        return forked
+
+    def _chunks(
+        self, observations: dict[str, Any], rows: list[int], size: int, guidance: dict[str, Any] | None = None
+    ) -> Any:
         """One forward pass for `rows`, each at its own position with its own history and noise, the other
         positions filled (see the module docstring): (size, chunk_size, action_dim)."""
         import torch
@@ -183,7 +236,7 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy):
             self.policy._queues = queues
 
         def infer() -> Any:
-            return self.policy.predict_action_chunk(batch)
+            return self.policy.predict_action_chunk(batch, **(guidance or {}))
 
         if self.noise is None:
             return infer()

@@ -134,10 +134,15 @@ class LeRobotPolicy(Policy):
 
         stack = contextlib.ExitStack()
         stack.enter_context(self.lock)
-        stack.enter_context(torch.inference_mode())
+        stack.enter_context(self._grad_mode())
         if self.use_amp:
             stack.enter_context(torch.autocast(device_type=torch.device(self.device).type))
         return stack
+
+    def _grad_mode(self) -> contextlib.AbstractContextManager[Any]:
+        import torch
+
+        return torch.inference_mode()
 
     def _postprocess(self, action: Any) -> Any:
         """The postprocessor on one step's actions, as lerobot-eval runs it."""

@@ -61,6 +61,11 @@ class ChunkPolicy:
                 f"the {family} policy cannot be served yet: the server serves the LeRobot families whose actions come "
                 "in chunks per row (act, diffusion, vqbet, smolvla, pi0, pi05); evaluate it in-process instead"
             )
+        if runtime.rtc is not None:
+            raise UserError(
+                "real-time chunking (policy.rtc) cannot be served yet: its pending chunks would have to travel with "
+                "every request; evaluate it in-process, or serve the policy without policy.rtc"
+            )
         runtime.reset(None, [])
         layout = runtime.layout
         assert layout is not None
