@@ -95,16 +95,28 @@ class GymEnvConfig(EnvConfig):
 
     def distributions(self) -> list[str]:
         """Gymnasium (its own envs) and the distribution that installs `package` (gym_pusht -> gym-pusht)."""
-        from importlib.metadata import packages_distributions
-
         top = (self.package or "").split(".")[0]
-        return ["gymnasium", *(packages_distributions().get(top, []) if top else [])]
+        return ["gymnasium", *(distributions_shipping(top) if top else [])]
 
     def __getstate__(self) -> dict[str, Any]:
         # The probed spaces are cheap to recompute and may not pickle; ship the plain config only.
         state = dict(self.__dict__)
         state.pop("_spec", None)
         return state
+
+
+def distributions_shipping(module: str) -> list[str]:
+    """The installed distributions that ship the top-level `module`: the one named like it when it does (a
+    lookup), else what a scan of every installed distribution finds (~0.7 s in a LeRobot environment)."""
+    from importlib.metadata import PackageNotFoundError, distribution, packages_distributions
+
+    try:
+        named = distribution(module)  # names are normalized: gym_pusht finds gym-pusht
+    except PackageNotFoundError:
+        return packages_distributions().get(module, [])
+    if any(path.parts[0] == module for path in named.files or []):
+        return [named.metadata["Name"]]
+    return packages_distributions().get(module, [])
 
 
 def _raw_keys(space: Any, prefix: str = "") -> list[str]:
