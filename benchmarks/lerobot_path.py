@@ -7,7 +7,8 @@ A tiny ACT checkpoint (built offline by tests/lerobot_checkpoints.py) on MetaWor
 processors around `policy.select_action`, one env per task, episodes one after the other). Both sides run as
 fresh processes, one torch thread each, and must report the same total reward to 4 decimals. Ratio = the bare
 loop's episode time / the sum of eval.py's episodes' `wall_s` (reset to record; imports and simulator creation,
-which swing by seconds on a busy machine, are printed but not in the ratio); target >= 0.95.
+which swing by seconds on a busy machine, are printed but not in the ratio), each side's best of `ROUNDS` runs,
+alternately (single runs on the 2-core VM swing by 30%); target >= 0.95.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from common import ENV, ROOT, timed_eval, timed_python, verdict
 TASKS = ["reach-v3", "push-v3"]
 EPISODES = 5
 STEPS = 200
+ROUNDS = 3
 
 BARE = """
 import json, time, warnings
@@ -67,8 +69,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = str(tiny_act(Path(tmp) / "act"))
         bare = BARE.format(path=path, tasks=TASKS, episodes=EPISODES, steps=STEPS)
-        bare_s, (bare_reward, bare_rollout_s) = timed_python(bare)
-        ours_s, info = timed_eval(
+        overrides = (
             "policy=act",
             f"policy.path={path}",
             "device=cpu",
@@ -79,10 +80,17 @@ def main() -> int:
             "eval.batch_size=1",
             "eval.use_async_envs=false",
         )
+        bares, ours = [], []
+        for _ in range(ROUNDS):
+            bares.append(timed_python(bare))
+            ours.append(timed_eval(*overrides))
+    bare_s, (bare_reward, bare_rollout_s) = min(bares, key=lambda run: run[1][1])
+    ours_s, info = min(ours, key=lambda run: sum(e["wall_s"] for e in run[1]["episodes"]))
     ours_reward = sum(sum(t["metrics"]["sum_rewards"]) for t in info["per_task"])
     ours_rollout_s = sum(e["wall_s"] for e in info["episodes"])
     ok = verdict(
-        f"tiny ACT, MetaWorld state, {len(TASKS)} tasks x {EPISODES} episodes x {STEPS} steps, episodes' wall time",
+        f"tiny ACT, MetaWorld state, {len(TASKS)} tasks x {EPISODES} episodes x {STEPS} steps, episodes' wall time, "
+        f"best of {ROUNDS}",
         bare_rollout_s / ours_rollout_s,
         0.95,
         f"bare {bare_rollout_s:.1f} s vs eval.py {ours_rollout_s:.1f} s; total reward {bare_reward:.4f} vs "
