@@ -185,7 +185,8 @@ class LeRobotPolicyConfig(PolicyConfig):
                 raise UserError(f"policy.overrides.{key} is set by the loader; {fix}")
             if key == "rtc_config" and overrides[key] is not None:
                 raise UserError(
-                    "policy.overrides.rtc_config: set real-time chunking with policy.rtc={inference_delay: 3, ...}"
+                    "policy.overrides.rtc_config takes only null (RTC off); turn real-time chunking on with "
+                    "policy.rtc={inference_delay: 3, ...}"
                 )
             if key not in fields:
                 valid = sorted(fields - RESERVED_OVERRIDES)

@@ -18,6 +18,7 @@ the chunk, guided by the row's leftover, takes over `inference_delay` steps late
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections import deque
 from collections.abc import Sequence
@@ -173,7 +174,8 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy):
 
     def _real_time_chunks(self, observations: dict[str, Any], size: int) -> None:
         """Due chunks take over their rows' queues; rows at the threshold ask for the next one (lerobot_rtc.py).
-        Rows starting an episode have no leftover, so they get an unguided pass of their own."""
+        Rows starting an episode (the only ones with an empty queue: the threshold is at least 1) have no leftover,
+        so they get an unguided pass of their own."""
         rtc = self.rtc
         assert rtc is not None
         for slot in self.slots:
@@ -205,7 +207,7 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy):
             else:
                 self.slots[row].pending = PendingChunk(chunks[row], rtc.inference_delay)
 
-    def _grad_mode(self) -> Any:
+    def _grad_mode(self) -> contextlib.AbstractContextManager[Any]:
         """RTC's guidance takes a gradient inside the sampler, which inference mode forbids."""
         import torch
 

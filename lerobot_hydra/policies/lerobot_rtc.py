@@ -7,14 +7,17 @@ d actions (d: the latency in control steps), and the new chunk, guided to agree 
 from its d-th action on. Evaluation has no wall clock, so the latency is a setting (`inference_delay`, in steps)
 and the row's own steps stand in for the thread: the chunk asked for at step t, from that step's observation,
 replaces the row's queue at step t + d. Every row has its own queue, leftover and pending chunk, so an episode's
-actions depend on its own seed and observations alone, as without RTC. An episode's first chunk, with no queue
-to execute meanwhile, is used from its first action at once (on a robot the arm would wait d steps for it).
+actions depend on its own seed and observations alone, as without RTC. As in LeRobot's engine the whole chunk is
+queued (`n_action_steps` does not apply). An episode's first chunk, asked for with nothing to execute meanwhile,
+is used from its first action: LeRobot's engine, whose arm waits idle for it, drops its first d actions as
+stale, but here no time passes while the policy computes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +36,7 @@ class SimulatedLatency:
     """When a row asks for its next chunk and when that chunk takes over (see the module docstring)."""
 
     inference_delay: int  # control steps the policy takes to answer; its old queue runs meanwhile
-    queue_threshold: int  # a row asks for the next chunk once its queue holds this many actions or fewer
+    queue_threshold: int  # a row asks for the next chunk once its queue holds this many actions or fewer (>= 1)
     execution_horizon: int  # how many leftover actions the guidance sees (cut or zero-padded to it)
 
 
@@ -45,7 +48,7 @@ class PendingChunk:
     due: int
 
 
-def configure(config: Any, settings: dict[str, Any]) -> tuple[Any, SimulatedLatency]:
+def configure(config: Any, settings: Any) -> tuple[Any, SimulatedLatency]:
     """The policy config with LeRobot's RTC guidance switched on as `policy.rtc` asks, and the row timing."""
     from lerobot.policies.rtc.configuration_rtc import RTCConfig
 
@@ -54,9 +57,11 @@ def configure(config: Any, settings: dict[str, Any]) -> tuple[Any, SimulatedLate
             f"policy.rtc: the {config.type} policy has no real-time chunking (RTC exists for "
             f"{', '.join(sorted(RTC_FAMILIES))}); remove policy.rtc"
         )
+    if not isinstance(settings, Mapping):
+        raise UserError(f"policy.rtc must be a mapping such as {{inference_delay: 3}}, got {settings!r}")
+    valid = [*LATENCY_KEYS, *GUIDANCE_KEYS]
     for key in settings:
-        if key not in (*LATENCY_KEYS, *GUIDANCE_KEYS):
-            valid = [*LATENCY_KEYS, *GUIDANCE_KEYS]
+        if key not in valid:
             raise UserError(
                 f"policy.rtc.{key} is not an RTC setting{did_you_mean(key, valid)}; valid: {', '.join(valid)}"
             )
@@ -64,18 +69,28 @@ def configure(config: Any, settings: dict[str, Any]) -> tuple[Any, SimulatedLate
         raise UserError(
             "policy.rtc needs inference_delay, the policy's latency in control steps: policy.rtc={inference_delay: 3}"
         )
+    if getattr(config, "use_relative_actions", False):
+        # LeRobot's engine re-anchors the leftover and converts a whole chunk at once against the state of its
+        # request; per-step postprocessing here would convert against each step's state instead.
+        raise UserError(
+            f"policy.rtc: this {config.type} checkpoint predicts relative actions (use_relative_actions), which "
+            "real-time chunking here does not support; evaluate it without policy.rtc"
+        )
     base = config.rtc_config if getattr(config, "rtc_config", None) is not None else RTCConfig()
     guidance = {key: settings[key] for key in GUIDANCE_KEYS if key in settings}
     if "prefix_attention_schedule" in guidance:
         guidance["prefix_attention_schedule"] = schedule(str(guidance["prefix_attention_schedule"]))
-    try:
-        rtc = dataclasses.replace(base, enabled=True, **guidance)
-    except (ValueError, TypeError) as err:
-        raise UserError(f"policy.rtc rejected by LeRobot's RTCConfig: {err}") from err
+    if "max_guidance_weight" in guidance:
+        weight = guidance["max_guidance_weight"]
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or weight <= 0:
+            raise UserError(f"policy.rtc.max_guidance_weight must be a number > 0, got {weight!r}")
+    rtc = dataclasses.replace(base, enabled=True, **guidance)
+    delay = integer("inference_delay", settings["inference_delay"], 0)
     latency = SimulatedLatency(
-        integer(settings, "inference_delay", 0),
-        integer(settings, "queue_threshold", 0, DEFAULT_QUEUE_THRESHOLD),
-        integer({"execution_horizon": rtc.execution_horizon}, "execution_horizon", 1),
+        delay,
+        # At least the delay: the old queue must last until the new chunk takes over.
+        integer("queue_threshold", settings.get("queue_threshold", DEFAULT_QUEUE_THRESHOLD), max(delay, 1)),
+        integer("execution_horizon", rtc.execution_horizon, 1),
     )
     check_timing(latency, int(config.chunk_size))
     return dataclasses.replace(config, rtc_config=rtc), latency
@@ -93,27 +108,24 @@ def schedule(name: str) -> Any:
     return RTCAttentionSchedule[name.upper()]
 
 
-def integer(settings: dict[str, Any], key: str, least: int, default: int | None = None) -> int:
-    value = settings.get(key, default)
+def integer(key: str, value: Any, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise UserError(f"policy.rtc.{key} must be an integer >= {least}, got {value!r}")
     return value
 
 
 def check_timing(latency: SimulatedLatency, chunk_size: int) -> None:
-    """The old queue must last through the latency, and a new chunk must outlast the threshold: else a row
-    would run out of actions while it waits, or ask again before its chunk arrives."""
-    d, threshold = latency.inference_delay, latency.queue_threshold
-    if not d <= threshold < chunk_size - d:
+    """A row asks with `queue_threshold` actions left or, when a new chunk is no longer than the threshold, as that
+    chunk takes over, with `chunk_size - inference_delay` left: that must last the delay too."""
+    d = latency.inference_delay
+    if 2 * d > chunk_size:
         raise UserError(
-            f"policy.rtc: with chunks of {chunk_size} actions and inference_delay={d}, queue_threshold must be in "
-            f"[{d}, {chunk_size - d - 1}], got {threshold}; set policy.rtc.queue_threshold"
+            f"policy.rtc.inference_delay={d} is more than half the chunk ({chunk_size} actions): a row would run out "
+            "of actions before its next chunk arrives; lower it"
         )
-    if latency.execution_horizon > chunk_size or latency.execution_horizon < d:
-        raise UserError(
-            f"policy.rtc.execution_horizon must be in [{d}, {chunk_size}] (the inference delay to the chunk size), "
-            f"got {latency.execution_horizon}"
-        )
+    horizon = latency.execution_horizon
+    if horizon > chunk_size:
+        raise UserError(f"policy.rtc.execution_horizon must be at most the chunk size ({chunk_size}), not {horizon}")
 
 
 def leftover(actions: deque[Any], horizon: int) -> Any:
