@@ -156,9 +156,6 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy):
             else:
                 self._real_time_chunks(observations, size)
             actions = [None if slot.idle else slot.actions.popleft() for slot in self.slots]
-            for slot in self.slots:
-                if slot.pending is not None:
-                    slot.pending.due -= 1
             template = next(a for a in actions if a is not None)
             action = torch.stack([torch.zeros_like(template) if a is None else a for a in actions])
         return self._postprocess(action)
@@ -179,9 +176,11 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy):
         rtc = self.rtc
         assert rtc is not None
         for slot in self.slots:
-            if slot.pending is not None and slot.pending.due == 0:
-                slot.actions = deque(slot.pending.chunk[rtc.inference_delay :])
-                slot.pending = None
+            if slot.pending is not None:
+                slot.pending.due -= 1  # one more of the old actions was executed at the previous step
+                if slot.pending.due == 0:
+                    slot.actions = deque(slot.pending.chunk[rtc.inference_delay :])
+                    slot.pending = None
         asking = [row for row, slot in enumerate(self.slots) if slot.needs_rtc_chunk(rtc.queue_threshold)]
         fresh = [row for row in asking if not self.slots[row].actions]
         if fresh:

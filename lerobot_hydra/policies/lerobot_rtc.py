@@ -42,7 +42,8 @@ class SimulatedLatency:
 
 @dataclass
 class PendingChunk:
-    """A chunk asked for, not yet in the row's queue: it replaces the queue once `due` more steps have run."""
+    """A chunk asked for, not yet in the row's queue: it replaces the queue at the step where `due`,
+    counted down once a step, reaches 0."""
 
     chunk: Any  # (chunk_size, action_dim), the policy's actions before the postprocessor
     due: int
