@@ -121,7 +121,7 @@ def env_obs_per_s(env_cfg: Any, env_pre: Any, batch_size: int) -> tuple[float, d
 
 def server_obs_per_s(chunks: Any, observation: dict[str, Any], task: Any, batch: int) -> float:
     """μ(B): the server's own chunk pass (ChunkPolicy.infer) for B rows, each a copy of one observation."""
-    from lerobot_hydra.policies.remote_serving import ChunkRows
+    from lerobot_hydra.serving.chunks import ChunkRows
 
     frames = {
         key: np.repeat(np.asarray(observation[key])[:1, None], chunks.history, axis=1).repeat(batch, axis=0)
@@ -159,8 +159,8 @@ def run(overrides: list[str], max_batch: int = DEFAULT_MAX_BATCH) -> ServerRecom
     from lerobot_hydra.app.probing import compose
     from lerobot_hydra.config.schema import available_cpus, validate
     from lerobot_hydra.core.gl import resolve_device
-    from lerobot_hydra.policies.remote_serving import ChunkPolicy
     from lerobot_hydra.rollout.build import build_run
+    from lerobot_hydra.serving.chunks import ChunkPolicy
 
     if max_batch < 1:
         raise UserError(f"--max-batch must be 1 or more, got {max_batch}")

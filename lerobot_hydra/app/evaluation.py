@@ -13,6 +13,10 @@ from omegaconf import DictConfig, OmegaConf
 from lerobot_hydra.config.schema import EvalConfig, resolve_target
 from lerobot_hydra.config.validation import check_shards_have_work
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
+from lerobot_hydra.loggers.base import ExperimentLogger, build_loggers
+from lerobot_hydra.loggers.run_meta import shard_run, single_run
+from lerobot_hydra.outputs.publish import publish, publish_shard
+from lerobot_hydra.outputs.video import VideoRecorder, without_missing_videos
 from lerobot_hydra.results.aggregate import Results, aggregate
 from lerobot_hydra.rollout.build import RunParts, build_run
 from lerobot_hydra.rollout.lanes import evaluate
@@ -21,11 +25,7 @@ from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.provenance import collect as collect_provenance
 from lerobot_hydra.rollout.runner import TaskWork
 from lerobot_hydra.rollout.stopping import RunInterrupted
-from lerobot_hydra.sinks.base import ExperimentLogger, build_loggers
-from lerobot_hydra.sinks.loggers import shard_run, single_run
-from lerobot_hydra.sinks.publish import publish, publish_shard
-from lerobot_hydra.sinks.store import RunStore
-from lerobot_hydra.sinks.video import VideoRecorder, without_missing_videos
+from lerobot_hydra.rundir.store import RunStore
 from lerobot_hydra.vector.task_envs import prestart_workers, stop_worker_servers
 
 log = logging.getLogger("lerobot_hydra")

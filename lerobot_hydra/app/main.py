@@ -11,15 +11,15 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from lerobot_hydra.app.cli import install_error_reporting, prepare_argv
 from lerobot_hydra.config import schema as schemas
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.results.aggregate import Results
 from lerobot_hydra.rollout.stopping import RunInterrupted, print_status, stop_signals
-from lerobot_hydra.sweep.cli import install_error_reporting, prepare_argv
 
 log = logging.getLogger("lerobot_hydra")
 
-# conf/ and multirun_launchers/ ship inside the package; conf/config.yaml puts the launchers on the search path.
+# conf/ ships inside the package, launcher presets under conf/hydra/launcher/.
 CONFIG_PATH = "pkg://lerobot_hydra.conf"
 
 
@@ -28,7 +28,7 @@ def run(cfg: DictConfig) -> Results:
     import copy
 
     from lerobot_hydra.app.evaluation import evaluate_config
-    from lerobot_hydra.sinks.job_files import JobFiles
+    from lerobot_hydra.rundir.job_files import JobFiles
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     with JobFiles(out_dir, cfg, copy.deepcopy(HydraConfig.instance().cfg)) as job_files:

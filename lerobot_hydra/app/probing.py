@@ -14,7 +14,7 @@ def compose(overrides: list[str]) -> DictConfig:
     from omegaconf.errors import OmegaConfBaseException
 
     import lerobot_hydra.app.main  # noqa: F401  registers the schemas and resolvers
-    from lerobot_hydra.sweep.cli import describe_hydra_error
+    from lerobot_hydra.app.cli import describe_hydra_error
 
     try:
         with initialize_config_module(config_module="lerobot_hydra.conf", version_base="1.3"):

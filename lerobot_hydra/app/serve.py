@@ -13,10 +13,10 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from lerobot_hydra.config.serve_schema import ServeConfig, validate_serve
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.gl import resolve_device
+from lerobot_hydra.serving.schema import ServeConfig, validate_serve
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -28,8 +28,8 @@ def build_chunk_policy(cfg: DictConfig) -> Any:
     """The policy of `cfg`, loaded as eval.py loads it (the same run builder), behind the server's chunk interface."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from lerobot_hydra.policies.remote_serving import ChunkPolicy
     from lerobot_hydra.rollout.build import build_run
+    from lerobot_hydra.serving.chunks import ChunkPolicy
 
     parts = build_run(cfg)
     policy = OmegaConf.to_container(cfg.policy, resolve=True)
@@ -64,7 +64,7 @@ def announce(path: Path, host: str, port: int) -> dict[str, Any]:
 def serve(cfg: DictConfig, settings: ServeConfig | None = None, server_ready: Any = None) -> None:
     """Builds the policy and serves it until stopped (or every shard is done). `server_ready(server)` runs once
     it listens (tests stop it from there)."""
-    from lerobot_hydra.app.serve_loop import PolicyServer
+    from lerobot_hydra.serving.server import PolicyServer
 
     settings = settings or validate_serve(cfg)
     logging.getLogger("websockets").setLevel(logging.WARNING)  # a line per connection otherwise
@@ -114,7 +114,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    from lerobot_hydra.sweep.cli import install_error_reporting
+    from lerobot_hydra.app.cli import install_error_reporting
 
     install_error_reporting()
     _hydra_main()

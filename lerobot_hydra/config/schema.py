@@ -50,7 +50,7 @@ class RunConfig:
     seed: int = 1000
     # auto: cuda when a GPU is visible, else cpu.
     device: str = "auto"
-    # A sweep's policy server (+policy_server=<preset>; schema lerobot_hydra.sweep.server_job.PolicyServerConfig).
+    # A sweep's policy server (+policy_server=<preset>; schema lerobot_hydra.serving.sweep_job.PolicyServerConfig).
     policy_server: Any = None
 
 

@@ -4,7 +4,7 @@ names (built here only).
 In a multirun, jobs that differ only in their shard form one combination; its label is the job's other
 overrides. A shard job's directory is `<label dir>/shard_<k>_of_<N>` under the sweep dir, a function of its
 overrides alone, so re-running a shard with the same overrides and `hydra.sweep.dir` resumes it in place; it
-holds `shard_<k>_of_<N>.json` (sinks/shard_file.py) and `episodes.jsonl`.
+holds `shard_<k>_of_<N>.json` (rundir/shard_file.py) and `episodes.jsonl`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 SHARD_KEYS = ("eval.shard_id", "eval.num_shards")
 # Where a sweep's policy is served (+policy_server=<preset>, policy_server.*), not what it evaluates: like the
@@ -98,3 +99,10 @@ def job_subdir(job_num: int, shard_id: int, num_shards: int | None, overrides: S
     shard_dir = shard_dir_name(shard_id, num_shards)
     label = combination_label(overrides)
     return f"{label_dir_name(label)}/{shard_dir}" if label else shard_dir
+
+
+def override_values(override: Any) -> list[str]:
+    """The values of an override: every value of a sweep, or its one value."""
+    if override.is_sweep_override():
+        return [str(v) for v in override.sweep_iterator()]
+    return [str(override.value())]

@@ -37,7 +37,7 @@ class Policy(Protocol):
 
     def finish(self) -> None:
         """Every episode of the run ran (called once, on the policy built for the run, not on its forks): a remote
-        policy tells its server and disconnects (policies/remote.py); by default there is nothing to do."""
+        policy tells its server and disconnects (serving/client.py); by default there is nothing to do."""
 
 
 class RowResettablePolicy(Policy, Protocol):
@@ -80,7 +80,7 @@ class PolicyConfig:
 
     def completed_unbuilt(self) -> None:
         """The run had no episode left to run (a complete shard run again), so no policy was built. A remote
-        policy tells its server all the same that this run is complete (policies/remote.py)."""
+        policy tells its server all the same that this run is complete (serving/client.py)."""
 
     def identity(self) -> dict[str, Any] | None:
         """What the policy's weights are (a Hub commit, a hash of a checkpoint's files), found without building

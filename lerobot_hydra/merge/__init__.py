@@ -1,0 +1,1 @@
+"""Merging a sweep's shards into results, the checks before merging, sweep summaries, baselines and compare."""

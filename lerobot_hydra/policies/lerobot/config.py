@@ -1,0 +1,253 @@
+"""LeRobot checkpoints (SmolVLA, pi0, pi0.5, ACT, diffusion, ...) from the Hub or a local directory.
+
+LeRobot's own machinery does the loading: the checkpoint's config.json picks the policy class, the weights come
+from its model.safetensors, and its saved pre/post processor pipelines (normalization, tokenization, ...) run
+around every inference, on the chosen device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import logging
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from lerobot_hydra.config.validation import check_device
+from lerobot_hydra.core.errors import UserError, did_you_mean, missing_extra
+from lerobot_hydra.core.gl import resolve_device
+from lerobot_hydra.envs.base import EnvConfig
+from lerobot_hydra.policies.base import PolicyConfig
+from lerobot_hydra.policies.lerobot.checkpoint import (
+    POSTPROCESSOR_FILE,
+    PREPROCESSOR_FILE,
+    Checkpoint,
+    check_processor_steps,
+    checkpoint_identity,
+    fetch_auxiliary,
+    read_json,
+    resolve_checkpoint,
+)
+from lerobot_hydra.policies.lerobot.features import check_action_shape, env_observation_features, match_features
+from lerobot_hydra.policies.lerobot.noise import DETERMINISTIC_FAMILIES, noise_hooks
+from lerobot_hydra.policies.lerobot.one_row import RowwisePolicy
+from lerobot_hydra.policies.lerobot.rows import PER_ROW_FAMILIES, PerRowLeRobotPolicy
+from lerobot_hydra.policies.lerobot.rtc import SimulatedLatency, configure
+from lerobot_hydra.policies.lerobot.runtime import LeRobotPolicy
+from lerobot_hydra.policies.lerobot.versions import first_line, parse_policy_config
+
+log = logging.getLogger("lerobot_hydra")
+
+
+# Set by the loader itself; an override of these would be ignored or break the checkpoint.
+RESERVED_OVERRIDES = {
+    "device",
+    "use_amp",
+    "pretrained_path",
+    "pretrained_revision",
+    "input_features",
+    "output_features",
+    "type",
+}
+# The policy keys that set some of them.
+OVERRIDE_KEYS = {"device": "device", "use_amp": "use_amp", "pretrained_revision": "revision"}
+# Construction-time downloads that the checkpoint's own weights replace anyway: ImageNet backbones (ACT,
+# diffusion) and the VLM's original weights (SmolVLA). Skipping them saves time and works offline.
+SUPERSEDED_BY_CHECKPOINT = {"pretrained_backbone_weights": None, "load_vlm_weights": False}
+DEVICE_STEP_KEYS = ("device_processor", "DeviceProcessorStep")
+
+
+@dataclass
+class LeRobotPolicyConfig(PolicyConfig):
+    # A Hub repo id (lerobot/diffusion_pusht) or a local checkpoint directory.
+    path: str = ""
+    # Hub revision (branch, tag or commit) to pin; None: the repo's default branch.
+    revision: str | None = None
+    # auto: cuda when a GPU is visible, else cpu. The YAMLs default it to the top-level `device`.
+    device: str = "auto"
+    # Run inference under torch.autocast (bfloat16/float16 kernels where the device supports them).
+    use_amp: bool = False
+    # Fields of the checkpoint's config.json to change for this evaluation, e.g. {n_action_steps: 10}.
+    overrides: dict[str, Any] | None = None
+    # Env observation key -> the key the policy reads, e.g. {observation.image: observation.images.top}.
+    rename_map: dict[str, str] | None = None
+    # Policy cameras the env does not have, shown as blank images (pi0, pi0.5 and SmolVLA pad missing cameras).
+    blank_cameras: list[str] = field(default_factory=list)
+    # Real-time chunking (SmolVLA, pi0, pi0.5) with a simulated latency: {inference_delay: 3} plus optionally
+    # queue_threshold and LeRobot's RTC guidance settings (execution_horizon, ...). See lerobot_rtc.py.
+    rtc: dict[str, Any] | None = None
+
+    def reads(self, env: EnvConfig) -> set[str] | None:
+        """The env keys that reach one of config.json's `input_features` through the rename map (as `build`
+        keeps them), read without building the model. None when the checkpoint cannot be looked at yet:
+        `build` then reports why."""
+        if not self.path or importlib.util.find_spec("lerobot") is None:
+            return None
+        inputs = read_json(self.checkpoint.directory / "config.json").get("input_features")
+        if not isinstance(inputs, dict):
+            return None
+        rename = self.rename_map or {}
+        source_of = {rename.get(key, key): key for key in env_observation_features(env)}
+        return {source_of[key] for key in inputs if key in source_of}
+
+    @cached_property
+    def checkpoint(self) -> Checkpoint:
+        """Resolved once, so that the policy is built from the very files `identity()` describes."""
+        try:
+            import lerobot  # noqa: F401
+        except ImportError as err:
+            raise missing_extra("lerobot", "lerobot") from err
+        if not self.path:
+            raise UserError("policy.path is empty; give a Hub repo id (lerobot/diffusion_pusht) or a local directory")
+        return resolve_checkpoint(self.path, self.revision)
+
+    def identity(self) -> dict[str, Any]:
+        return checkpoint_identity(self.checkpoint)
+
+    def distributions(self) -> list[str]:
+        return ["lerobot"]
+
+    def resolved_device(self, device: str) -> str:
+        return resolve_device(self.device)
+
+    def build(self, env: EnvConfig, device: str) -> LeRobotPolicy | RowwisePolicy:
+        checkpoint = self.checkpoint
+        device = check_device(resolve_device(self.device), "policy.device")
+        config, rtc = self.policy_config(checkpoint, device)
+        name = checkpoint.name
+        _, action_space = env.spaces(env.tasks()[0])
+        check_action_shape(name, config.output_features or {}, action_space)
+        resizes = any(getattr(config, a, None) is not None for a in ("resize_imgs_with_padding", "image_resolution"))
+        resizes = resizes or getattr(config, "resize_shape", None) is not None
+        pads_cameras = hasattr(config, "empty_cameras")
+        if self.blank_cameras and not pads_cameras:
+            raise UserError(f"policy.blank_cameras: a {config.type} policy cannot run with a camera left out")
+        if self.blank_cameras and config.type == "smolvla" and config.empty_cameras < len(self.blank_cameras):
+            # SmolVLA pads at most `empty_cameras` missing cameras and silently drops the others.
+            trained = int(read_json(checkpoint.directory / "config.json").get("empty_cameras", 0))
+            raise UserError(
+                f"SmolVLA shows at most empty_cameras={config.empty_cameras} missing cameras as blank, fewer than "
+                f"the {len(self.blank_cameras)} in policy.blank_cameras; add "
+                f"policy.overrides={{empty_cameras: {trained + len(self.blank_cameras)}}}"
+            )
+        observation_keys = match_features(
+            name,
+            config.input_features or {},
+            env_observation_features(env),
+            self.rename_map or {},
+            self.blank_cameras,
+            resizes,
+            pads_cameras,
+        )
+        fetch_auxiliary(checkpoint, config)
+        preprocessor, postprocessor = load_processors(checkpoint, config, device)
+        policy = load_weights(checkpoint, config)
+        log.info("loaded the %s policy %s on %s%s", config.type, name, device, " with AMP" if self.use_amp else "")
+        hooks = noise_hooks(policy)
+        arguments = (policy, preprocessor, postprocessor, device, self.use_amp, observation_keys, hooks)
+        if config.type in PER_ROW_FAMILIES:
+            runtime: LeRobotPolicy = PerRowLeRobotPolicy(*arguments, rtc=rtc)
+        else:
+            runtime = LeRobotPolicy(*arguments)
+        if hooks is not None or config.type in DETERMINISTIC_FAMILIES:
+            return runtime
+        if rtc is not None:
+            raise UserError(
+                f"policy.rtc: this lerobot's {config.type} has no per-row noise hook here, so its rows would run one "
+                "at a time without real-time chunking; install the lerobot that lerobot_hydra pins"
+            )
+        log.info("the %s policy's noise has no per-row hook here: its batch rows run one at a time", config.type)
+        return RowwisePolicy(runtime)
+
+    def policy_config(self, checkpoint: Checkpoint, device: str) -> tuple[Any, SimulatedLatency | None]:
+        """The checkpoint's config.json as LeRobot's config class, with the evaluation's changes applied, and
+        the timing of real-time chunking when `rtc` asks for it."""
+        config = self._overridden(parse_policy_config(checkpoint), checkpoint, device)
+        if self.rtc is not None:
+            return configure(config, self.rtc)
+        if getattr(getattr(config, "rtc_config", None), "enabled", False):
+            # Its guidance needs a latency, which a checkpoint does not record (LeRobot's select_action refuses it).
+            raise UserError(
+                f"the {config.type} checkpoint enables real-time chunking (rtc_config); give its latency in control "
+                "steps, policy.rtc={inference_delay: 3}, or turn it off, policy.overrides={rtc_config: null}"
+            )
+        return config, None
+
+    def _overridden(self, config: Any, checkpoint: Checkpoint, device: str) -> Any:
+        fields = {f.name for f in dataclasses.fields(config)}
+        overrides = self.overrides or {}
+        for key in overrides:
+            if key in RESERVED_OVERRIDES:
+                fix = "remove it (the checkpoint defines it)"
+                fix = f"use policy.{OVERRIDE_KEYS[key]}" if key in OVERRIDE_KEYS else fix
+                raise UserError(f"policy.overrides.{key} is set by the loader; {fix}")
+            if key == "rtc_config" and overrides[key] is not None:
+                raise UserError(
+                    "policy.overrides.rtc_config takes only null (RTC off); turn real-time chunking on with "
+                    "policy.rtc={inference_delay: 3, ...}"
+                )
+            if key not in fields:
+                valid = sorted(fields - RESERVED_OVERRIDES)
+                raise UserError(
+                    f"policy.overrides.{key} is not a field of the {config.type} config"
+                    f"{did_you_mean(key, valid)}; valid: {', '.join(valid)}"
+                )
+        # YAML has no tuples: a list given for a tuple field (image sizes, ...) becomes one.
+        overrides = {
+            key: tuple(value) if isinstance(value, list) and isinstance(getattr(config, key), tuple) else value
+            for key, value in overrides.items()
+        }
+        superseded = {k: v for k, v in SUPERSEDED_BY_CHECKPOINT.items() if k in fields}
+        if "pretrained_revision" in fields:  # LeRobot >= 0.6 records the Hub pin in the config
+            superseded["pretrained_revision"] = self.revision
+        try:
+            return dataclasses.replace(
+                config,
+                **{**superseded, **overrides},
+                device=device,
+                use_amp=self.use_amp,
+                pretrained_path=checkpoint.directory,
+            )
+        except (ValueError, TypeError, NotImplementedError) as err:
+            raise UserError(f"policy.overrides rejected by the {config.type} config: {first_line(err)}") from err
+
+
+def load_processors(checkpoint: Checkpoint, config: Any, device: str) -> tuple[Any, Any]:
+    """The checkpoint's saved pipelines, with the preprocessor's device step moved to `device`."""
+    from lerobot.policies.factory import make_pre_post_processors
+
+    try:
+        # Registers the policy family's own steps (e.g. SmolVLA's newline step) before the pipeline names them.
+        importlib.import_module(f"lerobot.policies.{config.type}.processor_{config.type}")
+    except ImportError:
+        pass
+    for filename in (PREPROCESSOR_FILE, POSTPROCESSOR_FILE):
+        check_processor_steps(checkpoint, filename)
+    steps = read_json(checkpoint.directory / PREPROCESSOR_FILE).get("steps", [])
+    step_keys = {s.get("registry_name") or str(s.get("class", "")).rpartition(".")[2] for s in steps}
+    overrides = {key: {"device": device} for key in DEVICE_STEP_KEYS if key in step_keys}
+    try:
+        return make_pre_post_processors(
+            config, pretrained_path=str(checkpoint.directory), preprocessor_overrides=overrides
+        )
+    except OSError as err:
+        raise UserError(
+            f"cannot load the processors of '{checkpoint.name}': {first_line(err)}; if it names a tokenizer, "
+            "make it reachable or cached (huggingface-cli download <tokenizer repo>)"
+        ) from err
+    except (ValueError, KeyError, ImportError, TypeError) as err:
+        raise UserError(f"cannot load the processors of '{checkpoint.name}': {first_line(err)}") from err
+
+
+def load_weights(checkpoint: Checkpoint, config: Any) -> Any:
+    from lerobot.policies.factory import get_policy_class
+
+    policy_class = get_policy_class(config.type)
+    try:
+        policy = policy_class.from_pretrained(str(checkpoint.directory), config=config)
+    except OSError as err:
+        raise UserError(f"cannot build the {config.type} policy of '{checkpoint.name}': {first_line(err)}") from err
+    policy.eval()
+    return policy

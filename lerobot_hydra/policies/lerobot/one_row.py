@@ -1,0 +1,80 @@
+"""A LeRobot policy of a family whose noise has no per-row hook (see lerobot_noise.py), run one row at a time.
+
+Each batch row gets its own fork of the policy (its own action queue, observation queue and processors; the same
+weight tensors) and runs as a batch of one with torch's global generators swapped to its own state, seeded from
+its episode, so its actions are those of its episode alone, and a finished row starts its next episode at once.
+Exact, and slower by up to the batch size. The swap is done under the inference lock that the lanes share, as the
+global generators are the process's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lerobot_hydra.envs.base import TaskSpec
+from lerobot_hydra.policies.base import RowResettablePolicy
+from lerobot_hydra.policies.lerobot.noise import GlobalRngState, row_seed
+from lerobot_hydra.policies.lerobot.runtime import LeRobotPolicy
+
+
+@dataclass
+class _Row:
+    policy: LeRobotPolicy
+    rng: GlobalRngState
+    idle: bool = True
+
+
+def row_slice(batch: dict[str, Any], row: int, size: int) -> dict[str, Any]:
+    """Row `row` of the env side's batch, as a batch of one: arrays, tensors and lists of `size` rows are cut."""
+    return {
+        key: value[row : row + 1]
+        if not isinstance(value, str) and hasattr(value, "__len__") and len(value) == size
+        else value
+        for key, value in batch.items()
+    }
+
+
+class RowwisePolicy(RowResettablePolicy):
+    def __init__(self, base: LeRobotPolicy) -> None:
+        assert base.noise is None, "a policy with per-row noise hooks runs batched"
+        self.base = base
+        self.rows: list[_Row] = []
+
+    def reset(self, task: TaskSpec, episode_seeds: Sequence[int | None]) -> None:
+        while len(self.rows) < len(episode_seeds):
+            self.rows.append(_Row(self.base.fork(), GlobalRngState(self.base.device)))
+        del self.rows[len(episode_seeds) :]
+        with self.base.lock:
+            for row, seed in zip(self.rows, episode_seeds, strict=True):
+                self._start(row, task, seed)
+
+    def reset_slots(self, task: TaskSpec, seeds: dict[int, int | None]) -> None:
+        """Each row is a policy of its own: resetting it touches no other row."""
+        with self.base.lock:
+            for i, seed in seeds.items():
+                self._start(self.rows[i], task, seed)
+
+    @staticmethod
+    def _start(row: _Row, task: TaskSpec, seed: int | None) -> None:
+        row.idle = seed is None
+        if not row.idle:
+            row.policy.reset(task, [seed])
+            row.rng.seed(row_seed(seed))
+
+    def select_action(self, batch: dict[str, Any]) -> Any:
+        import torch
+
+        actions: list[Any] = [None] * len(self.rows)
+        for i, row in enumerate(self.rows):
+            if row.idle:
+                continue  # its sub-env is not stepped: it gets a placeholder below
+            one = row_slice(batch, i, len(self.rows))
+            with self.base.lock, row.rng.active():
+                actions[i] = torch.as_tensor(row.policy.select_action(one))
+        template = next(a for a in actions if a is not None)
+        return torch.cat([torch.zeros_like(template) if a is None else a for a in actions])
+
+    def fork(self) -> RowwisePolicy:
+        return RowwisePolicy(self.base.fork())

@@ -1,0 +1,246 @@
+"""A LeRobot policy whose per-episode state is per batch row, so a finished sub-env starts its next episode at once.
+
+LeRobot's `select_action` keeps one action queue for the whole batch (and one observation history for Diffusion
+and VQ-BeT, one temporal ensembler for ACT), so the rows of a batch must start and step together. Here every row
+has its own queue, history, ensembler and noise generator, and the chunks come from the policy's own
+`predict_action_chunk`: at each step, the rows whose queue is empty (every row, for ACT with temporal
+ensembling) are stacked into one forward pass, each with its own history (set as the policy's `_queues` for
+the call, as `predict_action_chunk` reads it) and per-row noise for exactly those rows. Each of them keeps
+its own position in that pass, the others' positions filled with copies of one of them: float kernels may
+round differently for another batch size or position (measured on CPU, ~1e-7), so a row's actions never depend
+on which batch-mates needed a chunk at the same step, and are bit for bit those of lockstep. A row gets what
+LeRobot's `select_action` gives it: its history holds its last `n_obs_steps` observations, the first one
+repeated at its episode's start (`populate_queues`); a chunk is cut to the length of LeRobot's action queue
+(`n_action_steps`; VQ-BeT's `action_chunk_size`); and the postprocessor runs on each step's actions, as in
+lerobot-eval. With `policy.rtc` (lerobot_rtc.py), a row asks for its next chunk before its queue is empty and
+the chunk, guided by the row's leftover, takes over `inference_delay` steps later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lerobot_hydra.envs.base import TaskSpec
+from lerobot_hydra.policies.base import RowResettablePolicy
+from lerobot_hydra.policies.lerobot.noise import RowNoise
+from lerobot_hydra.policies.lerobot.rtc import PendingChunk, SimulatedLatency, leftover
+from lerobot_hydra.policies.lerobot.runtime import LeRobotPolicy, rows_of
+
+# Families whose `select_action` is a queue over `predict_action_chunk` (checked against their LeRobot source);
+# any other family keeps LeRobot's batch-wide `select_action` and runs its batches in lockstep.
+PER_ROW_FAMILIES = frozenset({"act", "diffusion", "vqbet", "smolvla", "pi0", "pi05"})
+ACTION = "action"
+OBS_IMAGES = "observation.images"
+
+
+@dataclass
+class QueueLayout:
+    """What LeRobot's `select_action` keeps per episode, read from the policy's queues after its `reset()`."""
+
+    history: dict[str, int]  # policy key -> how many past observations of it `predict_action_chunk` stacks
+    actions: int | None  # how many actions of a chunk are queued; None: every step asks for a chunk
+    ensembler: Any = None  # ACT's temporal ensembler, reset (a template for each row's own)
+
+    @classmethod
+    def of(cls, policy: Any) -> QueueLayout:
+        queues = getattr(policy, "_queues", None) or {}
+        history = {key: queue.maxlen for key, queue in queues.items() if key != ACTION}
+        if getattr(policy.config, "temporal_ensemble_coeff", None) is not None:
+            return cls(history, None, policy.temporal_ensembler)
+        # ACT, pi0 and pi0.5 queue actions in `_action_queue`; Diffusion, VQ-BeT and SmolVLA in `_queues`.
+        queue = getattr(policy, "_action_queue", None)
+        queue = queue if queue is not None else queues[ACTION]
+        return cls(history, queue.maxlen)
+
+
+@dataclass
+class RowState:
+    """The running episode of one batch row: its noise, observation history and queued actions."""
+
+    noise: RowNoise
+    history: dict[str, deque[Any]]  # policy key -> this row's last observations, each of batch size 1
+    actions: deque[Any] = field(default_factory=deque)  # this row's queued actions, each (action_dim,)
+    ensembler: Any = None
+    idle: bool = False  # no episode on this row: it asks for nothing and its action is never applied
+    pending: PendingChunk | None = None  # real-time chunking: the chunk that replaces `actions` when due
+
+    def observe(self, observations: dict[str, Any], row: int) -> None:
+        for key, history in self.history.items():
+            if key not in observations:
+                continue  # as LeRobot's populate_queues: a queue the batch has no key for stays empty
+            value = observations[key][row : row + 1]
+            # As LeRobot's populate_queues: an episode's first observation fills the whole history.
+            history.extend([value] * (history.maxlen or 1) if not history else [value])
+
+    def needs_chunk(self) -> bool:
+        return not self.idle and (self.ensembler is not None or not self.actions)
+
+    def needs_rtc_chunk(self, threshold: int) -> bool:
+        return not self.idle and self.pending is None and len(self.actions) <= threshold
+
+    def take(self, chunk: Any, length: int | None) -> None:
+        """Queue this row's share of a chunk (its row of `chunk`, shape (1, chunk_size, action_dim))."""
+        if self.ensembler is not None:
+            self.actions.append(self.ensembler.update(chunk)[0])
+        else:
+            self.actions.extend(chunk[0, :length])
+
+
+def rows_taken(value: Any, rows: list[int], size: int) -> Any:
+    """`value`'s entries for `rows` when it has one per batch row (tensors and lists of `size`); else as is."""
+    if isinstance(value, str) or not hasattr(value, "__len__") or len(value) != size or rows == list(range(size)):
+        return value
+    if hasattr(value, "index_select"):
+        import torch
+
+        return value.index_select(0, torch.tensor(rows, device=value.device))
+    return [value[row] for row in rows]
+
+
+class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy):
+    """`reset_slots` starts an episode on some rows while the others continue (see the module docstring)."""
+
+    def __init__(self, *args: Any, rtc: SimulatedLatency | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.rtc = rtc
+        self.slots: list[RowState] = []
+        self.layout: QueueLayout | None = None
+        self.filler = RowNoise()  # the noise of the rows that pad a forward pass (their chunks are dropped)
+
+    def reset(self, task: TaskSpec, episode_seeds: Sequence[int | None]) -> None:
+        self._reset_policy()
+        self.layout = QueueLayout.of(self.policy)
+        self.slots = [self._row(seed) for seed in episode_seeds]
+
+    def reset_slots(self, task: TaskSpec, seeds: dict[int, int | None]) -> None:
+        """The rows' new episodes (their task's text comes with every batch, per row); None: the row idles and
+        asks for no chunk."""
+        for row, seed in seeds.items():
+            self.slots[row] = self._row(seed)
+
+    def _row(self, seed: int | None) -> RowState:
+        assert self.layout is not None
+        noise = RowNoise()
+        noise.start(seed)
+        history = {key: deque(maxlen=length) for key, length in self.layout.history.items()}
+        ensembler = None
+        if self.layout.ensembler is not None:
+            ensembler = copy.deepcopy(self.layout.ensembler)
+            ensembler.reset()
+        return RowState(noise, history, ensembler=ensembler, idle=seed is None)
+
+    def select_action(self, batch: dict[str, Any]) -> Any:
+        import torch
+
+        inputs = self._policy_batch(batch)
+        size = rows_of(inputs)
+        if size != len(self.slots):
+            raise ValueError(f"select_action got a batch of {size} rows after a reset of {len(self.slots)}")
+        processed = self.preprocessor(inputs)
+        with self._inference():
+            observations = self._with_stacked_images(processed)
+            for row, slot in enumerate(self.slots):
+                slot.observe(observations, row)
+            if self.rtc is None:
+                needing = [row for row, slot in enumerate(self.slots) if slot.needs_chunk()]
+                if needing:
+                    chunks = self._chunks(observations, needing, size)
+                    assert self.layout is not None
+                    for row in needing:
+                        self.slots[row].take(chunks[row : row + 1], self.layout.actions)
+            else:
+                self._real_time_chunks(observations, size)
+            actions = [None if slot.idle else slot.actions.popleft() for slot in self.slots]
+            template = next(a for a in actions if a is not None)
+            action = torch.stack([torch.zeros_like(template) if a is None else a for a in actions])
+        return self._postprocess(action)
+
+    def _with_stacked_images(self, processed: dict[str, Any]) -> dict[str, Any]:
+        """Diffusion and VQ-BeT keep their cameras stacked under one key, stacked before their history."""
+        import torch
+
+        if OBS_IMAGES not in (self.layout.history if self.layout else {}):
+            return processed
+        cameras = [processed[key] for key in self.policy.config.image_features]
+        return {**processed, OBS_IMAGES: torch.stack(cameras, dim=-4)}
+
+    def _real_time_chunks(self, observations: dict[str, Any], size: int) -> None:
+        """Due chunks take over their rows' queues; rows at the threshold ask for the next one (lerobot_rtc.py).
+        Rows starting an episode (the only ones with an empty queue: the threshold is at least 1) have no leftover,
+        so they get an unguided pass of their own."""
+        rtc = self.rtc
+        assert rtc is not None
+        for slot in self.slots:
+            if slot.pending is not None:
+                slot.pending.due -= 1  # one more of the old actions was executed at the previous step
+                if slot.pending.due == 0:
+                    slot.actions = deque(slot.pending.chunk[rtc.inference_delay :])
+                    slot.pending = None
+        asking = [row for row, slot in enumerate(self.slots) if slot.needs_rtc_chunk(rtc.queue_threshold)]
+        fresh = [row for row in asking if not self.slots[row].actions]
+        if fresh:
+            chunks = self._chunks(observations, fresh, size)
+            for row in fresh:
+                self.slots[row].actions.extend(chunks[row])
+        guided = [row for row in asking if row not in fresh]
+        if not guided:
+            return
+        import torch
+
+        padded = [row if row in guided else guided[0] for row in range(size)]
+        left = torch.stack([leftover(self.slots[row].actions, rtc.execution_horizon) for row in padded])
+        guidance = {
+            "inference_delay": rtc.inference_delay,
+            "prev_chunk_left_over": left,
+            "execution_horizon": rtc.execution_horizon,
+        }
+        chunks = self._chunks(observations, guided, size, guidance)
+        for row in guided:
+            if rtc.inference_delay == 0:
+                self.slots[row].actions = deque(chunks[row])
+            else:
+                self.slots[row].pending = PendingChunk(chunks[row], rtc.inference_delay)
+
+    def _grad_mode(self) -> contextlib.AbstractContextManager[Any]:
+        """RTC's guidance takes a gradient inside the sampler, which inference mode forbids."""
+        import torch
+
+        return torch.no_grad() if self.rtc is not None else super()._grad_mode()
+
+    def fork(self) -> PerRowLeRobotPolicy:
+        forked = super().fork()
+        forked.rtc = self.rtc
+        return forked
+
+    def _chunks(
+        self, observations: dict[str, Any], rows: list[int], size: int, guidance: dict[str, Any] | None = None
+    ) -> Any:
+        """One forward pass for `rows`, each at its own position with its own history and noise, the other
+        positions filled (see the module docstring): (size, chunk_size, action_dim)."""
+        import torch
+
+        assert self.layout is not None
+        padded = [row if row in rows else rows[0] for row in range(size)]
+        batch = {key: rows_taken(value, padded, size) for key, value in observations.items() if key != ACTION}
+        if hasattr(self.policy, "_queues"):
+            queues: dict[str, deque[Any]] = {ACTION: deque(maxlen=self.layout.actions)}
+            for key, length in self.layout.history.items():
+                if key not in batch:
+                    continue
+                stacked = (torch.cat([self.slots[row].history[key][i] for row in padded]) for i in range(length))
+                queues[key] = deque(stacked, maxlen=length)
+            self.policy._queues = queues
+
+        def infer() -> Any:
+            return self.policy.predict_action_chunk(batch, **(guidance or {}))
+
+        if self.noise is None:
+            return infer()
+        self.filler.start(None)
+        noise = [self.slots[row].noise if row in rows else self.filler for row in range(size)]
+        return self._with_row_noise(noise, infer)

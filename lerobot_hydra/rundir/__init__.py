@@ -1,0 +1,1 @@
+"""A run's directory: the episode store, the shard file, the writer's lock and the `.hydra/` job files."""

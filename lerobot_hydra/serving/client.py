@@ -1,0 +1,209 @@
+"""`policy=remote`: a policy served by a policy server (`lerobot-hydra-serve`, or any openpi-compatible server).
+
+Each batch row keeps its own action queue here, so only the rows whose queue is empty ask the server for a
+chunk. Against our server (its metadata names our extension, remote_wire.py) all such rows of a step go in one
+message with their raw observation history, episode seed and noise state (remote_serving.py computes them as
+in-process evaluation would); against an openpi server each row is one request of one observation (its env keys,
+and its task text as `prompt`), whose reply's `actions` (chunk, action_dim) are queued whole.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec
+from lerobot_hydra.policies.base import PolicyConfig, RowResettablePolicy
+from lerobot_hydra.serving.connection import Connection
+from lerobot_hydra.serving.wire import EXTENSION_KEY, METADATA_KEY, PROTOCOL_VERSION
+
+log = logging.getLogger("lerobot_hydra")
+
+
+@dataclass
+class RemotePolicyConfig(PolicyConfig):
+    # Where the server is and how long to wait for it: the served policy's identity is the fingerprint's.
+    OUTCOME_NEUTRAL = frozenset({"url", "connect_timeout_s"})
+
+    # ws://host:port, or the path of the announce file a server writes once it listens (serve.announce).
+    url: str = ""
+    # How long to wait for the server (its announce file, its port) before giving up.
+    connect_timeout_s: float = 300.0
+
+    @cached_property
+    def server(self) -> dict[str, Any] | None:
+        """Our server's description from its metadata, or None for an openpi server (asked once)."""
+        if not self.url:
+            raise UserError("policy.url is empty; give ws://<host>:<port> or the path of a server's announce file")
+        if self.connect_timeout_s <= 0:
+            raise UserError(f"policy.connect_timeout_s must be positive, got {self.connect_timeout_s}")
+        connection = Connection(self.url, self.connect_timeout_s)
+        connection.close()
+        ours = connection.metadata.get(METADATA_KEY)
+        if isinstance(ours, dict) and ours.get("version") != PROTOCOL_VERSION:
+            raise UserError(
+                f"the policy server at {connection.url} speaks protocol version {ours.get('version')}, this client "
+                f"{PROTOCOL_VERSION}; run the same lerobot_hydra version on both sides"
+            )
+        return ours if isinstance(ours, dict) else None
+
+    def completed_unbuilt(self) -> None:
+        if self.server is None:
+            return
+        try:
+            connection = Connection(self.url, self.connect_timeout_s)
+        except UserError as err:  # every episode is recorded: the run succeeded all the same
+            log.warning("could not tell the policy server that this run completed: %s", err)
+            return
+        tell_done(connection, client_id())
+        connection.close()
+
+    def reads(self, env: EnvConfig) -> set[str] | None:
+        return None if self.server is None else set(self.server["reads"])
+
+    def identity(self) -> dict[str, Any] | None:
+        """The served policy's identity (its config, checkpoint and packages), so that shards served different
+        weights are never merged; an openpi server tells nothing, so only its url is recorded."""
+        return {"served": self.server["identity"]} if self.server is not None else {"openpi_server": self.url}
+
+    def build(self, env: EnvConfig, device: str) -> RemotePolicy:
+        from lerobot_hydra.policies.lerobot.features import env_observation_features
+
+        _, action_space = env.spaces(env.tasks()[0])
+        action_dim = int(np.prod(action_space.shape))
+        if self.server is not None:
+            # A server built for another env: said here in one line, rather than as a failed request.
+            missing = sorted(set(self.server["reads"]) - set(env_observation_features(env)))
+            served_dim = self.server.get("action_dim")
+            if missing or (served_dim is not None and served_dim != action_dim):
+                problem = (
+                    f"reads {', '.join(missing)}, which this env does not produce"
+                    if missing
+                    else (f"acts in {served_dim} dimensions, this env in {action_dim}")
+                )
+                raise UserError(
+                    f"the policy served at {self.url} {problem}; start the server with the env settings of the "
+                    "evaluation (env=..., env.obs_type=...)"
+                )
+        return RemotePolicy(self.url, self.connect_timeout_s, self.server, action_dim)
+
+
+def client_id() -> str:
+    """Names a run's client in its `done` message: serve.shards counts distinct ones."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def tell_done(connection: Connection, client: str) -> None:
+    try:
+        connection.request({EXTENSION_KEY: "done", "client": client})
+    except UserError as err:  # every episode is recorded: the run succeeded all the same
+        log.warning("could not tell the policy server that this run completed: %s", err)
+
+
+@dataclass
+class Row:
+    seed: int | None
+    history: deque[dict[str, np.ndarray]]
+    actions: deque[np.ndarray] = field(default_factory=deque)
+    noise: bytes | None = None  # the server's noise generator state after this row's last chunk
+
+    @property
+    def idle(self) -> bool:
+        return self.seed is None
+
+
+class RemotePolicy(RowResettablePolicy):
+    def __init__(self, url: str, timeout_s: float, server: dict[str, Any] | None, action_dim: int) -> None:
+        self.url, self.timeout_s, self.server, self.action_dim = url, timeout_s, server, action_dim
+        self.connection = Connection(url, timeout_s)
+        self.rows: list[Row] = []
+        self.task: TaskSpec | None = None
+        self.client = client_id()  # its forks share it
+        self.forks: list[RemotePolicy] = []  # the lanes' policies (eval.max_parallel_tasks), closed with this one
+
+    def _row(self, seed: int | None) -> Row:
+        return Row(seed, deque(maxlen=self.server["history"] if self.server is not None else 1))
+
+    def reset(self, task: TaskSpec, episode_seeds: Sequence[int | None]) -> None:
+        self.task = task
+        self.rows = [self._row(seed) for seed in episode_seeds]
+
+    def reset_slots(self, task: TaskSpec, seeds: dict[int, int | None]) -> None:
+        for row, seed in seeds.items():
+            self.rows[row] = self._row(seed)
+
+    def select_action(self, batch: dict[str, Any]) -> np.ndarray:
+        keys = sorted(self.server["reads"]) if self.server is not None else sorted(k for k in batch if k != "task")
+        tasks = batch.get("task")
+        tasks = [tasks] * len(self.rows) if isinstance(tasks, str) or tasks is None else list(tasks)
+        needing = []
+        for i, row in enumerate(self.rows):
+            if row.idle:
+                continue
+            observation = {key: np.asarray(batch[key][i]) for key in keys if key in batch}
+            # As LeRobot's populate_queues: an episode's first observation fills the whole history.
+            row.history.extend([observation] * (row.history.maxlen or 1) if not row.history else [observation])
+            if not row.actions:
+                needing.append(i)
+        if needing and self.server is not None:
+            limit = int(self.server["max_batch_size"])
+            for start in range(0, len(needing), limit):
+                self._chunks(needing[start : start + limit], [str(t) for t in tasks])
+        for i in needing if self.server is None else []:
+            self._openpi_chunk(i, str(tasks[i]) if tasks[i] is not None else "")
+        zeros = np.zeros(self.action_dim, dtype=np.float32)
+        return np.stack([zeros if row.idle else row.actions.popleft() for row in self.rows])
+
+    def _chunks(self, rows: list[int], tasks: list[str]) -> None:
+        picked = [self.rows[i] for i in rows]
+        keys = picked[0].history[0].keys()
+        frames = {key: np.stack([np.stack([frame[key] for frame in row.history]) for row in picked]) for key in keys}
+        message = {
+            EXTENSION_KEY: "chunks",
+            "frames": frames,
+            "task": [tasks[i] for i in rows],
+            "seed": [row.seed for row in picked],
+            "noise": [row.noise for row in picked],
+        }
+        reply = self.connection.request(message)
+        for row, chunk, noise in zip(picked, reply["actions"], reply["noise"], strict=True):
+            row.actions.extend(np.array(chunk))
+            row.noise = noise
+
+    def _openpi_chunk(self, i: int, task: str) -> None:
+        observation = {**self.rows[i].history[-1], "prompt": task}
+        actions = self.connection.request(observation).get("actions")
+        if actions is None:
+            raise UserError(f"the policy server at {self.connection.url} replied without 'actions'")
+        actions = np.asarray(actions, dtype=np.float32)
+        actions = actions.reshape(1, -1) if actions.ndim == 1 else actions
+        if actions.ndim != 2 or actions.shape[1] != self.action_dim or not len(actions):
+            raise UserError(
+                f"the policy server at {self.connection.url} sent actions of shape {actions.shape}; this env "
+                f"needs (chunk, {self.action_dim})"
+            )
+        self.rows[i].actions.extend(actions)
+
+    def finish(self) -> None:
+        """The run completed: tell our server (its serve.shards counts such clients), then disconnect."""
+        if self.server is not None:
+            tell_done(self.connection, self.client)
+        for policy in [self, *self.forks]:
+            policy.connection.close()
+
+    def fork(self) -> RemotePolicy:
+        """Its own connection (a websocket serves one thread), the same client."""
+        forked = RemotePolicy(self.url, self.timeout_s, self.server, self.action_dim)
+        forked.client = self.client
+        self.forks.append(forked)
+        return forked

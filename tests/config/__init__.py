@@ -1,0 +1,1 @@
+"""The config tree, validation, printed commands and the package's layers."""

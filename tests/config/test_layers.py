@@ -1,0 +1,57 @@
+"""The package's layers: imports point down the stack (README "Architecture"), never up."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+PACKAGE = ROOT / "lerobot_hydra"
+# A package may import its own layer and those below it.
+LAYERS = {
+    "core": 0,
+    "config": 1,
+    "envs": 2,
+    "vector": 2,
+    "policies": 2,
+    "processors": 2,
+    "rollout": 3,
+    "results": 4,
+    "loggers": 5,
+    "outputs": 6,
+    "rundir": 7,
+    "merge": 8,
+    "launch": 9,
+    "serving": 10,
+    "app": 11,
+}
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+    return [(line, name) for line, name in found if name.startswith("lerobot_hydra.")]
+
+
+def test_every_module_sits_in_a_layer() -> None:
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()} - {"conf"}
+    assert packages == set(LAYERS)
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py"]
+
+
+def test_imports_point_down_the_layers() -> None:
+    upward = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        layer = path.relative_to(PACKAGE).parts[0]
+        if layer not in LAYERS:
+            continue
+        for line, name in _imports(path):
+            target = name.split(".")[1]
+            if target in LAYERS and LAYERS[target] > LAYERS[layer]:
+                upward.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    assert not upward, "imports up the layers:\n" + "\n".join(upward)

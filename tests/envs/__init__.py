@@ -1,0 +1,1 @@
+"""Benchmarks on their real simulators, and faults of envs and settings."""

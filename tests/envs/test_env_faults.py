@@ -1,0 +1,50 @@
+"""Broken envs and settings that cannot take effect are reported in one line, never as a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lerobot_hydra.core.errors import UserError
+from tests.conftest import read_episodes, run_eval, run_here
+from tests.helpers.counting_env import CountingEnvConfig
+
+BROKEN = ("env=gym", "env.package=tests.helpers.broken_env", "policy=random", "eval.batch_size=1", "seed=1000")
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.strip()]
+
+
+def test_a_nan_reward_stops_the_run_in_one_line_and_keeps_the_finished_episodes(tmp_path: Path) -> None:
+    proc = run_eval(*BROKEN, "env.gym_id=NanReward-v0", "eval.n_episodes=3", out_dir=tmp_path, check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = error_lines(proc.stderr)
+    assert len(errors) == 1, proc.stderr
+    assert errors[0].startswith("error: the env NanReward-v0 returned a reward of nan at step 2 of episode 1 of task")
+    assert [r["episode_index"] for r in read_episodes(tmp_path)] == [0], "episode 0 finished before: it stays"
+
+
+def test_a_success_key_the_env_never_reports_is_refused_at_the_first_step(tmp_path: Path) -> None:
+    with pytest.raises(UserError) as refused:
+        run_here(*BROKEN, "env.gym_id=NanReward-v0", "env.success_key=nosuch", "eval.n_episodes=1", out_dir=tmp_path)
+    assert error_lines(str(refused.value)) == [
+        "env.success_key=nosuch: NanReward-v0 has no such key in the info of its step; its keys: is_success"
+    ]
+
+
+@pytest.mark.parametrize("use_async", [True, False])
+def test_an_exception_building_the_env_is_one_line_naming_the_setting(tmp_path: Path, use_async: bool) -> None:
+    from tests.rollout.test_vector import run
+
+    with pytest.raises(UserError) as err:
+        run(CountingEnvConfig(log_dir=str(tmp_path), n_tasks=1, camera="nosuch"), 2, batch=2, use_async=use_async)
+    assert str(err.value) == (
+        "env.camera=nosuch: building the Counting env failed: Current sensor for observable nosuch_image is invalid"
+    )
+    with pytest.raises(UserError) as err:
+        run(CountingEnvConfig(log_dir=str(tmp_path), n_tasks=1, camera="x"), 2, batch=2, use_async=use_async)
+    assert str(err.value) == (
+        "building the Counting env failed: Current sensor for observable x_image is invalid; check the env.* settings"
+    )

@@ -1,0 +1,104 @@
+"""Every LeRobot policy family goes through one loader (LeRobot's own factory and saved processors): tiny
+checkpoints of the families that build offline are saved with LeRobot's classes and act on a real simulator;
+the YAMLs of the widely used families compose to that loader."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lerobot_hydra.core.errors import UserError
+from tests.conftest import evaluate_here, read_episodes
+from tests.helpers.lerobot_checkpoints import (
+    METAWORLD_ACTION,
+    METAWORLD_STATE,
+    PUSHT_ACTION,
+    PUSHT_PIXELS,
+    save_checkpoint,
+    tiny_multi_task_dit_config,
+)
+from tests.lerobot.test_lerobot_policies import build, first_batch
+
+pytest.importorskip("lerobot")
+pytestmark = pytest.mark.lerobot
+
+# Families at their LeRobot defaults (the ImageNet backbone left out: no Hub), or at a tiny config built in the
+# test's folder (multi_task_dit on a tiny local CLIP).
+FAMILIES: dict[str, tuple[Any, Any, list[str], dict[str, Any] | Callable[[Path], dict[str, Any]]]] = {
+    "tdmpc": (METAWORLD_STATE, METAWORLD_ACTION, ["env.obs_type=state", "env.task=reach-v3"], {}),
+    "vqbet": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], {"pretrained_backbone_weights": None}),
+    "gaussian_actor": (METAWORLD_STATE, METAWORLD_ACTION, ["env.obs_type=state", "env.task=reach-v3"], {}),
+    "multi_task_dit": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_multi_task_dit_config),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FAMILIES))
+def test_a_family_without_a_yaml_loads_through_lerobots_factory_and_acts(
+    compose: Callable, tmp_path: Path, kind: str
+) -> None:
+    import lerobot.policies  # noqa: F401  registers the families
+    from lerobot.configs.policies import PreTrainedConfig
+
+    if kind not in PreTrainedConfig.get_known_choices():
+        pytest.skip(f"this LeRobot line has no {kind} family")
+    features, action, env, config = FAMILIES[kind]
+    config = config(tmp_path) if callable(config) else config
+    directory = save_checkpoint(tmp_path / kind, kind, features, action, **config)
+    # Any LeRobot YAML loads any family: the checkpoint's config.json picks the class.
+    env_config, policy = build(compose, "policy=act", f"policy.path={directory}", *env)
+    runtime = getattr(policy, "base", policy)  # families without noise hooks run row by row around it
+    assert runtime.policy.config.type == kind
+    policy.reset(env_config.tasks()[0], [1000])
+    acted = np.asarray(policy.select_action(first_batch(env_config)))
+    _, action_space = env_config.spaces(env_config.tasks()[0])
+    assert acted.shape == (1, action[0]) and action_space.contains(acted[0].astype(action_space.dtype))
+    assert np.all(np.abs(acted - action[1]) < 4 * action[2])  # un-normalized by the saved postprocessor
+
+
+@pytest.mark.parametrize("name", ["pi0_fast", "xvla"])
+def test_new_family_yamls_compose_to_the_loader_with_their_hub_checkpoint(compose: Callable, name: str) -> None:
+    from lerobot_hydra.config.schema import instantiate_node, validate
+
+    cfg = compose(f"policy={name}", "device=cpu")
+    validate(cfg)
+    policy = instantiate_node(cfg.policy)
+    assert type(policy).__name__ == "LeRobotPolicyConfig"
+    assert policy.device == "cpu" and policy.path.startswith("lerobot/")
+
+
+@pytest.mark.parametrize("name", ["groot", "multi_task_dit"])
+def test_families_without_a_published_checkpoint_ask_for_one(compose: Callable, name: str) -> None:
+    with pytest.raises(UserError, match="policy.path is empty; give a Hub repo id"):
+        build(compose, f"policy={name}", "env.task=reach-v3")
+
+
+def test_multi_task_dit_evaluates_end_to_end_offline(tmp_path: Path) -> None:
+    """LeRobot 0.6's multi_task_dit (CLIP vision and text encoders, a DiT denoiser) from a tiny local build: the
+    whole eval path on PushT, its task string tokenized by the checkpoint's own CLIP tokenizer."""
+    import lerobot.policies  # noqa: F401  registers the families
+    from lerobot.configs.policies import PreTrainedConfig
+
+    if "multi_task_dit" not in PreTrainedConfig.get_known_choices():
+        pytest.skip("multi_task_dit is a LeRobot 0.6 family; this LeRobot line has none")
+    config = tiny_multi_task_dit_config(tmp_path)
+    directory = save_checkpoint(tmp_path / "multi_task_dit", "multi_task_dit", PUSHT_PIXELS, PUSHT_ACTION, **config)
+    steps, episodes = 6, 2
+    evaluate_here(
+        tmp_path / "run",
+        "env=pusht",
+        "policy=multi_task_dit",
+        f"policy.path={directory}",
+        f"env.episode_length={steps}",
+        f"eval.n_episodes={episodes}",
+        "eval.batch_size=2",
+        "eval.use_async_envs=false",
+        "eval.max_episodes_rendered=0",
+        "device=cpu",
+    )
+    records = sorted(read_episodes(tmp_path / "run"), key=lambda r: r["episode_index"])
+    assert [(r["episode_index"], r["steps"]) for r in records] == [(k, steps) for k in range(episodes)]
+    assert records[0]["sum_reward"] != records[1]["sum_reward"]  # two seeds, two episodes

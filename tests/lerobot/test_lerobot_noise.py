@@ -1,0 +1,160 @@
+"""Stochastic LeRobot policies (tiny diffusion and SmolVLA, built offline) on real MetaWorld simulators: every
+episode's outcome is the same whatever its batch size, batch-mates, shard, lane or a resume, because its noise
+comes from its own row's generator, seeded from its episode."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lerobot_hydra.app.evaluation import evaluate_config
+from lerobot_hydra.config.schema import instantiate_node
+from tests.conftest import outcome, read_episodes
+from tests.helpers.lerobot_checkpoints import METAWORLD_ACTION, METAWORLD_STATE, tiny_diffusion, tiny_smolvla
+
+pytest.importorskip("lerobot")
+pytestmark = [pytest.mark.lerobot, pytest.mark.usefixtures("one_torch_thread")]
+
+EPISODES = 4
+TASK = ["env.task=reach-v3", "eval.use_async_envs=false"]
+# Two chunks per episode, so that a row's generator also advances within its episode. SmolVLA needs a camera
+# (small frames: it resizes them itself), and a MetaWorld frame costs ~0.25 s on CPU: short episodes.
+STATE = ["env.obs_type=state", "env.episode_length=8"]  # diffusion: chunks of 4 actions
+PIXELS = ["env.obs_type=pixels_agent_pos", "env.observation_height=32", "env.observation_width=32"]
+PIXELS += ["env.episode_length=4", "policy.overrides={n_action_steps: 2}"]
+METAWORLD_PIXELS = {"observation.image": ("VISUAL", (3, 32, 32)), "observation.state": ("STATE", (4,))}
+
+
+@pytest.fixture(scope="module")
+def policies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    root = tmp_path_factory.mktemp("checkpoints")
+    diffusion = tiny_diffusion(root / "diffusion", METAWORLD_STATE, METAWORLD_ACTION)
+    smolvla = tiny_smolvla(root / "smolvla", METAWORLD_PIXELS, METAWORLD_ACTION)
+    return {
+        "diffusion": ["policy=diffusion", f"policy.path={diffusion}", *STATE],
+        "smolvla": ["policy=smolvla", f"policy.path={smolvla}", *PIXELS],
+    }
+
+
+def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
+    """eval.py's run, in this process: plan, shard, resume from out_dir's records, evaluate, write."""
+    from lerobot_hydra.config.schema import validate
+
+    cfg = compose(*overrides, "device=cpu", "eval.max_episodes_rendered=0")
+    evaluate_config(cfg, validate(cfg), out_dir, "")
+    return sorted(outcome(r) for r in read_episodes(out_dir))
+
+
+@pytest.mark.parametrize("family", ["diffusion", pytest.param("smolvla", marks=pytest.mark.slow)])
+def test_stochastic_episodes_do_not_depend_on_batch_shard_or_resume(
+    compose: Callable, policies: dict[str, list[str]], tmp_path: Path, family: str
+) -> None:
+    common = [*policies[family], *TASK, f"eval.n_episodes={EPISODES}"]
+    batched = run_in(compose, tmp_path / "batch3", *common, "eval.batch_size=3")  # batches 0-2, 3
+    assert len(batched) == EPISODES
+    assert len({o[5] for o in batched}) == EPISODES  # every episode its own rewards
+    assert run_in(compose, tmp_path / "batch1", *common, "eval.batch_size=1") == batched
+
+    shards = []
+    for shard in (0, 1):  # episodes 0-1 and 2-3, each shard one batch
+        shard_args = [f"eval.shard_id={shard}", "eval.num_shards=2", "eval.batch_size=3"]
+        shards += run_in(compose, tmp_path / f"shard{shard}", *common, *shard_args)
+    assert sorted(shards) == batched
+
+    # A killed run: only the first episode's record reached episodes.jsonl; the resume runs 1-3 as one batch.
+    resumed = tmp_path / "resumed"
+    run_in(compose, resumed, *common, "eval.batch_size=3")
+    episodes = resumed / "episodes.jsonl"
+    episodes.write_text(episodes.read_text().splitlines(keepends=True)[0])
+    assert run_in(compose, resumed, *common, "eval.batch_size=3") == batched
+
+
+@pytest.mark.slow
+def test_smolvla_lanes_do_not_share_noise(compose: Callable, policies: dict[str, list[str]], tmp_path: Path) -> None:
+    common = [*policies["smolvla"], "env.task=[reach-v3,push-v3]", "eval.use_async_envs=false"]
+    common += ["eval.n_episodes=2", "eval.batch_size=2"]
+    serial = run_in(compose, tmp_path / "serial", *common, "eval.max_parallel_tasks=1")
+    assert len(serial) == 4
+    assert run_in(compose, tmp_path / "lanes", *common, "eval.max_parallel_tasks=2") == serial
+
+
+def build(compose: Callable, *overrides: str) -> tuple[Any, Any]:
+    cfg = compose(*overrides, "device=cpu")
+    env = instantiate_node(cfg.env)
+    return env, instantiate_node(cfg.policy).build(env, "cpu")
+
+
+def test_a_family_without_noise_hooks_runs_row_by_row_with_the_same_noise(
+    compose: Callable, policies: dict[str, list[str]]
+) -> None:
+    """The fallback for families without per-row hooks: rows one at a time, each with torch's global generators
+    set to its own state. Diffusion through it draws the same numbers as through its hooks, so the episodes agree."""
+    from lerobot_hydra.policies.lerobot.one_row import RowwisePolicy
+    from lerobot_hydra.policies.lerobot.runtime import LeRobotPolicy
+    from lerobot_hydra.rollout.lanes import evaluate
+    from lerobot_hydra.rollout.progress import Progress
+    from lerobot_hydra.rollout.runner import TaskWork
+
+    env, hooked = build(compose, *policies["diffusion"], *TASK)
+    assert isinstance(hooked, LeRobotPolicy) and hooked.noise is not None
+    base = hooked.fork()
+    base.noise = None  # as for a family without hooks: it draws from torch's global generators
+    pre, post = env.build_processors()
+    runs = []
+    for policy, batch_size in ((hooked, 3), (RowwisePolicy(base), 3), (RowwisePolicy(base.fork()), 1)):
+        records: list[Any] = []
+        work = [TaskWork(task, list(range(EPISODES))) for task in env.tasks()]
+        evaluate(env, work, lambda p=policy: p, pre, post, 1000, batch_size, False, 1, records.append, Progress(60.0))
+        runs.append(sorted(outcome(dataclasses.asdict(r)) for r in records))
+    assert len(runs[0]) == EPISODES
+    assert runs[1] == runs[0] and runs[2] == runs[0]
+
+
+def test_an_idle_row_draws_nothing_its_batch_mates_see(compose: Callable, policies: dict[str, list[str]]) -> None:
+    from tests.lerobot.test_lerobot_policies import first_batch
+
+    env, policy = build(compose, *policies["diffusion"], *TASK)
+    task, one = env.tasks()[0], first_batch(env)
+    two = {k: np.concatenate([v, v]) if isinstance(v, np.ndarray) else [*v, *v] for k, v in one.items()}
+    policy.reset(task, [1000])
+    alone = np.asarray(policy.select_action(one))
+    for seeds in ([1000, None], [1000, 1001]):
+        policy.reset(task, seeds)
+        assert np.array_equal(np.asarray(policy.select_action(two))[:1], alone)
+
+
+def test_noise_drawn_past_the_row_generators_stops_the_run(compose: Callable, policies: dict[str, list[str]]) -> None:
+    import torch
+
+    from lerobot_hydra.core.errors import UserError
+    from tests.lerobot.test_lerobot_policies import first_batch
+
+    def draw_from_the_global_generator(*_: Any) -> None:  # as a LeRobot version that draws noise of its own
+        torch.rand(1)
+
+    env, policy = build(compose, *policies["diffusion"], *TASK)
+    policy.policy.diffusion.unet.register_forward_hook(draw_from_the_global_generator)
+    policy.reset(env.tasks()[0], [1000])
+    with pytest.raises(UserError, match="the diffusion policy drew noise from torch's global generator"):
+        policy.select_action(first_batch(env))
+
+
+@pytest.mark.parametrize(
+    "family, model", [("pi0", "pi0.modeling_pi0.PI0Pytorch"), ("pi05", "pi05.modeling_pi05.PI05Pytorch")]
+)
+def test_pi0_and_pi05_get_per_row_flow_matching_noise(family: str, model: str) -> None:
+    """Too large to build here: the installed LeRobot's model classes have the hook that row noise replaces."""
+    import importlib
+    from types import SimpleNamespace
+
+    from lerobot_hydra.policies.lerobot.noise import flow_matching_noise, noise_hooks
+
+    module, _, name = model.rpartition(".")
+    model_class = getattr(importlib.import_module(f"lerobot.policies.{module}"), name)
+    assert noise_hooks(SimpleNamespace(config=SimpleNamespace(type=family), model=model_class)) is flow_matching_noise
+    assert noise_hooks(SimpleNamespace(config=SimpleNamespace(type=family), model=object())) is None  # no hook: rowwise

@@ -1,0 +1,1 @@
+"""Experiment loggers: CSV, W&B offline."""

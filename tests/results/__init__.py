@@ -1,0 +1,1 @@
+"""Statistics, results, comparisons, the report page, plots and videos."""

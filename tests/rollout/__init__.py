@@ -1,0 +1,1 @@
+"""Vector envs, mixed-task batches, capabilities, stopping, progress and provenance."""

@@ -1,0 +1,1 @@
+"""The policy server, policy=remote, a sweep's server job, and server autotune."""
