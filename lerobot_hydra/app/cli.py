@@ -124,7 +124,7 @@ def describe_hydra_error(ex: BaseException) -> str | None:
 
 def describe_job_error(ex: BaseException) -> str | None:
     """One line for a sweep job that failed: our own errors, and submitit jobs that raised or died (a line per job of
-    the sweep when the merge callback watched them, see sweep_jobs.py)."""
+    the sweep when the merge callback watched them, see launch/outcomes.py)."""
     if isinstance(ex, (UserError, SweepJobsFailed)):
         return str(ex)
     kind = type(ex).__name__

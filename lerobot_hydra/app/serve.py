@@ -1,5 +1,5 @@
 """`lerobot-hydra-serve`: one policy, built as eval.py builds it, served to every evaluation shard that connects
-with `policy=remote` (README "One GPU serves many shards")."""
+with `policy=remote` (docs/serving.md)."""
 
 from __future__ import annotations
 

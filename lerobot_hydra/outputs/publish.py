@@ -12,12 +12,12 @@ from typing import Any
 
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.loggers.base import ExperimentLogger, RunMeta, build_loggers
+from lerobot_hydra.loggers.run_meta import merged_run, sweep_run
+from lerobot_hydra.outputs import report
 from lerobot_hydra.results.aggregate import Results
 from lerobot_hydra.results.eval_info import EVAL_INFO_FILE, to_eval_info
 from lerobot_hydra.results.table import format_table
-from lerobot_hydra.outputs import report
-from lerobot_hydra.loggers.base import ExperimentLogger, RunMeta, build_loggers
-from lerobot_hydra.loggers.run_meta import merged_run, sweep_run
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -62,7 +62,7 @@ def publish_merged(
     num_shards: int | None = None,
 ) -> None:
     """`publish` for the merge of one combination (`label`, '' when only shards were swept) of the sweep in
-    `sweep_dir`. With `config` (the combination's config, e.g. `loggers.saved_run_config(<a shard's dir>)`)
+    `sweep_dir`. With `config` (the combination's config, e.g. `loggers.run_meta.saved_run_config(<a shard's dir>)`)
     whose `logger` names experiment loggers, the merge is logged as the sweep group's `merged` run, under
     an id derived from the sweep and label, so merging again updates that run instead of adding one."""
     loggers = _config_loggers(config)

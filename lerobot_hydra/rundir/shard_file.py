@@ -4,7 +4,7 @@
 The run store (store.py) writes it when a run first starts (the header: fingerprint, identity, tasks, plan,
 provenance; `complete` false) and once more at the end (then with `complete`, `eval_s` and every record); the
 merge finds and loads them. A shard file is only ever replaced whole (durable.py), so it is read complete or
-not at all; whether its run dir is locked by a live process (runlock.py) says whether the shard is still running.
+not at all; whether its run dir is locked by a live process (lock.py) says whether the shard is still running.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A run's directory on disk: episodes flushed as they finish, the shard file, session times, and resume.
 
-The run holds the directory's lock (runlock.py) from start to end, so no second process writes there.
+The run holds the directory's lock (lock.py) from start to end, so no second process writes there.
 `episodes.jsonl` is appended and fsynced per episode and is the source of truth. The shard file
 (shard_file.py) holds the config fingerprint, the tasks and the plan (per task, the first and last episode
 index of the shard's contiguous block); it is written atomically once when the run first starts (so a started

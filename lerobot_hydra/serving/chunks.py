@@ -52,7 +52,7 @@ class ChunkRows:
 
 
 class ChunkPolicy:
-    """A LeRobot policy of a per-row family (lerobot_perrow.py), serving chunks (see the module docstring)."""
+    """A LeRobot policy of a per-row family (rows.py), serving chunks (see the module docstring)."""
 
     def __init__(self, runtime: Any, identity: dict[str, Any], name: str) -> None:
         if not isinstance(runtime, PerRowLeRobotPolicy):

@@ -1,8 +1,8 @@
 """`policy=remote`: a policy served by a policy server (`lerobot-hydra-serve`, or any openpi-compatible server).
 
 Each batch row keeps its own action queue here, so only the rows whose queue is empty ask the server for a
-chunk. Against our server (its metadata names our extension, remote_wire.py) all such rows of a step go in one
-message with their raw observation history, episode seed and noise state (remote_serving.py computes them as
+chunk. Against our server (its metadata names our extension, wire.py) all such rows of a step go in one
+message with their raw observation history, episode seed and noise state (chunks.py computes them as
 in-process evaluation would); against an openpi server each row is one request of one observation (its env keys,
 and its task text as `prompt`), whose reply's `actions` (chunk, action_dim) are queued whole.
 """

@@ -91,7 +91,7 @@ def libero_with_its_assets(root: Path) -> Path | None:
 @pytest.mark.libero
 @pytest.mark.timeout(900)
 def test_act_on_libero_gets_the_observations_of_lerobot_eval_step_by_step(tmp_path: Path) -> None:
-    """With the README's preset `env=libero_lerobot` (its render size overridden, small on both sides), eval.py
+    """With the preset `env=libero_lerobot` (its render size overridden, small on both sides), eval.py
     hands the policy what lerobot-eval hands it, bit for bit, at every step of both episodes: the same initial
     state (init state k, settled), the same cameras (upright) and the same 8-D state. The checkpoint
     records each call of its preprocessor (tests/helpers/lerobot_tap.py)."""
