@@ -49,22 +49,30 @@ def paired_n(discordance: float, d: float, alpha: float = ALPHA, power: float = 
 def mcnemar_power(n: int, discordance: float, d: float, alpha: float = ALPHA) -> float:
     """The exact power of the two-sided exact McNemar test with `n` pairs: the discordant pairs are
     Binomial(n, discordance), and each goes the candidate's way with chance (discordance + d) / (2 discordance)."""
+    import numpy as np
     from scipy.stats import binom
 
-    if discordance <= 0:
+    if discordance <= 0 or n < 1:
         return 0.0
     share = (discordance + d) / (2 * discordance)
-    total = 0.0
-    for m in range(1, n + 1):
-        # The two-sided exact test rejects when min(k, m - k) <= c, c the largest with 2 P(Bin(m, 1/2) <= c) <= alpha.
-        c = int(binom.ppf(alpha / 2, m, 0.5))
-        while c >= 0 and 2 * binom.cdf(c, m, 0.5) > alpha:
-            c -= 1
-        if c < 0:
-            continue
-        reject = binom.cdf(c, m, share) + binom.sf(m - c - 1, m, share)
-        total += float(binom.pmf(m, n, discordance)) * float(reject)
-    return total
+    m = np.arange(1, n + 1)
+    # The exact test rejects when min(k, m - k) <= c, c the largest with 2 P(Bin(m, 1/2) <= c) <= alpha.
+    c = binom.ppf(alpha / 2, m, 0.5)
+    c = np.where(2 * binom.cdf(c, m, 0.5) > alpha, c - 1, c)
+    reject = np.where(c >= 0, binom.cdf(c, m, share) + binom.sf(m - c - 1, m, share), 0.0)
+    return float(np.sum(binom.pmf(m, n, discordance) * reject))
+
+
+def exact_paired_n(discordance: float, d: float, alpha: float = ALPHA, power: float = POWER) -> int:
+    """The fewest pairs (searched upwards from Connor's approximation) at which the exact McNemar test has
+    `power`; the exact test is conservative, so this is a little above `paired_n`."""
+    n = paired_n(discordance, d, alpha, power)
+    step = max(1, n // 20)
+    while mcnemar_power(n, discordance, d, alpha) < power:
+        n += step
+    while step > 1 and n > 1 and mcnemar_power(n - 1, discordance, d, alpha) >= power:
+        n -= 1
+    return n
 
 
 def detectable_unpaired(p: float, n_a: int, n_b: int, alpha: float = ALPHA, power: float = POWER) -> float | None:
