@@ -36,7 +36,8 @@ def test_exact_mcnemar_power_matches_a_simulation_of_the_exact_test() -> None:
     runs = 2000
     discordant = rng.binomial(n, psi, size=runs)
     for_candidate = rng.binomial(discordant, share)
-    rejected = sum(m > 0 and binomtest(int(k), int(m), 0.5).pvalue <= 0.05 for k, m in zip(for_candidate, discordant, strict=True))
+    pairs = zip(for_candidate, discordant, strict=True)
+    rejected = sum(m > 0 and binomtest(int(k), int(m), 0.5).pvalue <= 0.05 for k, m in pairs)
     assert mcnemar_power(n, psi, d) == pytest.approx(rejected / runs, abs=0.03)
 
 
