@@ -10,8 +10,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from lerobot_hydra.app.sequential import run_rounds
 from lerobot_hydra.config.schema import EvalConfig, resolve_target
-from lerobot_hydra.config.validation import check_shards_have_work
+from lerobot_hydra.config.validation import check_sequential, check_shards_have_work
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.loggers.base import ExperimentLogger, build_loggers
 from lerobot_hydra.loggers.run_meta import shard_run, single_run
@@ -80,8 +81,18 @@ def evaluate_config(
             log.info(
                 "shard %d of %d: %d episodes over %d tasks", eval_cfg.shard_id, num_shards, plan_size(plan), len(work)
             )
-        interrupted = run_lanes(cfg, eval_cfg, parts, store, work)
-        return _publish(cfg, eval_cfg, loggers, store, work, label, interrupted)
+        sequential = None
+        if eval_cfg.sequential.stop is None:
+            interrupted = run_lanes(cfg, eval_cfg, parts, store, work)
+        else:
+            check_sequential(eval_cfg.sequential, num_shards)
+            interrupted, sequential = run_rounds(
+                eval_cfg,
+                store,
+                lambda: plan_work(tasks, plan, store),
+                lambda todo: run_lanes(cfg, eval_cfg, parts, store, todo),
+            )
+        return _publish(cfg, eval_cfg, loggers, store, work, label, interrupted, sequential)
 
 
 def plan_work(tasks: list[TaskSpec], plan: list[TaskBlock], store: RunStore) -> list[TaskWork]:
@@ -143,10 +154,12 @@ def _publish(
     work: list[TaskWork],
     label: str,
     interrupted: RunInterrupted | None,
+    sequential: dict[str, Any] | None = None,
 ) -> Results:
     out_dir = store.out_dir
     num_shards = eval_cfg.num_shards or 1
     results = aggregate(store.sorted_records(), store.eval_s, store.provenance, store.complete)
+    results = results.with_sequential(sequential)
     prefix = ""
     if interrupted is not None:  # partial results, marked so, quickly (SLURM kills soon): no plot, no loggers
         planned = sum(w.done + len(w.episodes) for w in work)

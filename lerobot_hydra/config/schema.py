@@ -17,8 +17,29 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from lerobot_hydra.config.validation import check_devices, check_env_values, check_policy_fits_env, check_seeds
+from lerobot_hydra.config.validation import (
+    check_devices,
+    check_env_values,
+    check_policy_fits_env,
+    check_seeds,
+    check_sequential,
+)
 from lerobot_hydra.core.errors import UserError, did_you_mean
+
+
+@dataclass
+class SequentialConfig:
+    """Sequential stopping (results/sequential.py): eval.n_episodes becomes each task's maximum, and a task stops
+    at the end of a round once decided, with error rate at most `alpha` however many rounds are looked at."""
+
+    # null: off. precision: stop a task once its success rate is known to +-`precision` points. threshold: stop it
+    # once its rate is known to lie above or below `threshold` percent (with `precision` also set, whichever first).
+    stop: str | None = None
+    # Episodes per task per round; a decision is taken only at round ends (and at the maximum).
+    round: int = 10
+    alpha: float = 0.05
+    precision: float | None = None  # points
+    threshold: float | None = None  # percent
 
 
 @dataclass
@@ -39,6 +60,7 @@ class EvalConfig:
     num_shards: int | None = None
     # Seconds between progress lines when stderr is not a terminal (SLURM logs).
     progress_interval_s: float = 30.0
+    sequential: SequentialConfig = field(default_factory=SequentialConfig)
 
 
 @dataclass
@@ -136,6 +158,7 @@ def validate(cfg: DictConfig) -> EvalConfig:
     if not isinstance(cfg.device, str) or not _valid_device(cfg.device):
         raise UserError(f"device must be auto, cpu, cuda, cuda:<index> or mps, got '{cfg.device}'")
     check_seeds(cfg.seed, ev.n_episodes)
+    check_sequential(ev.sequential, ev.num_shards)
     validate_policy_and_env(cfg)
     return ev
 

@@ -73,6 +73,8 @@ def to_eval_info(results: Results) -> dict[str, Any]:
         info["provenance"] = results.provenance
     if results.complete is not None:
         info["complete"] = results.complete
+    if results.sequential is not None:
+        info["sequential"] = results.sequential
     return info
 
 
@@ -81,7 +83,8 @@ def from_eval_info(info: dict[str, Any]) -> Results:
     KeyError or TypeError when it has no episode records."""
     records = [EpisodeRecord.from_dict(e) for e in info["episodes"]]
     eval_s = info.get("overall", {}).get("eval_s") or 0.0
-    return aggregate(records, float(eval_s), info.get("provenance"), info.get("complete"))
+    results = aggregate(records, float(eval_s), info.get("provenance"), info.get("complete"))
+    return results.with_sequential(info.get("sequential"))
 
 
 def lerobot_eval_records(info: dict[str, Any]) -> tuple[list[EpisodeRecord], bool]:

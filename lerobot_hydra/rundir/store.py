@@ -184,6 +184,13 @@ class RunStore:
     def sorted_records(self) -> list[EpisodeRecord]:
         return sort_records(self.records, self._task_order)
 
+    def stop_task(self, key: tuple[str, int], n_episodes: int) -> None:
+        """Sequential stopping decided `key` after its first `n_episodes`: the rest of its plan is not run, and the
+        run is complete without them."""
+        planned = self._plan[key]
+        self._planned_count -= len([k for k in planned if k >= n_episodes])
+        self._plan[key] = range(planned.start, min(planned.stop, max(planned.start, n_episodes)))
+
     @property
     def complete(self) -> bool:
         return len(self.done()) >= self._planned_count
