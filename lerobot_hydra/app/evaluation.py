@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +54,23 @@ def run_identity(cfg: DictConfig, eval_cfg: EvalConfig, checkpoint: dict[str, An
     return identity
 
 
+@dataclass(frozen=True)
+class RoundLimit:
+    """Run only the episodes before `end` of each task, none past `stops[task]` of a stopped task, and publish
+    `sequential` with the results: one round of a sequence driven from outside (app/paired_sequential.py)."""
+
+    end: int
+    stops: dict[tuple[str, int], int]
+    sequential: dict[str, Any] | None = None
+
+
 def evaluate_config(
-    cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label: str, on_locked: Callable[[], None] | None = None
+    cfg: DictConfig,
+    eval_cfg: EvalConfig,
+    out_dir: Path,
+    label: str,
+    on_locked: Callable[[], None] | None = None,
+    limit: RoundLimit | None = None,
 ) -> Results:
     """`on_locked` runs once this process holds `out_dir` and its identity check passed (it saves `.hydra/`)."""
     parts = build_run(cfg)
@@ -82,7 +98,16 @@ def evaluate_config(
                 "shard %d of %d: %d episodes over %d tasks", eval_cfg.shard_id, num_shards, plan_size(plan), len(work)
             )
         sequential = None
-        if eval_cfg.sequential.stop is None:
+        if limit is not None:
+            for key, n in limit.stops.items():
+                store.stop_task(key, n)
+            caps = {w.task.key: limit.stops.get(w.task.key, limit.end) for w in work}
+            work = [
+                TaskWork(w.task, [k for k in w.episodes if k < caps[w.task.key]], w.done, w.successes) for w in work
+            ]
+            sequential = limit.sequential
+            interrupted = run_lanes(cfg, eval_cfg, parts, store, work)
+        elif eval_cfg.sequential.stop is None:
             interrupted = run_lanes(cfg, eval_cfg, parts, store, work)
         else:
             check_sequential(eval_cfg.sequential, num_shards)
