@@ -74,6 +74,7 @@ class RunStore:
         self._task_order = [t.key for t in tasks]
         self._plan = {block.key: block.episodes for block in plan}
         self._planned_count = plan_size(plan)
+        self.stopped: dict[tuple[str, int], int] = {}  # sequential stopping: task -> episodes it stopped after
         self._lock = DirLock(out_dir, "an evaluation").acquire()
         self._heartbeat_stop = threading.Event()
         self._sessions_lock = threading.Lock()
@@ -188,6 +189,7 @@ class RunStore:
         """Sequential stopping decided `key` after its first `n_episodes`: the rest of its plan is not run, and the
         run is complete without them."""
         planned = self._plan[key]
+        self.stopped[key] = n_episodes
         self._planned_count -= len([k for k in planned if k >= n_episodes])
         self._plan[key] = range(planned.start, min(planned.stop, max(planned.start, n_episodes)))
 
@@ -207,7 +209,7 @@ class RunStore:
         """The full shard file, at the end: header, `complete`, `eval_s` and every record."""
         self._stopped = time.monotonic()
         eval_s = self._write_sessions()
-        self.shard_file.finish(self.header, self.complete, eval_s, self.sorted_records())
+        self.shard_file.finish(self.header, self.complete, eval_s, self.sorted_records(), self.stopped)
 
     def close(self) -> None:
         """Stops the heartbeat, records this session's time and lets go of the dir."""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from lerobot_hydra.merge.compare import main as compare_main
 from tests.conftest import ROOT, read_episodes, read_json, run_eval
 from tests.rundir.test_store import kill_group, start_eval, wait_for
 
@@ -104,6 +105,11 @@ def test_a_paired_sequential_comparison_stops_early_on_a_clear_difference_and_no
         assert info["sequential"] == summary and info["complete"]
         assert info["overall"]["n_episodes"] == sum(s["n_episodes"] for s in summary["per_task"].values())
         assert "Sequential stopping" in (tmp_path / "clear" / side / "report.html").read_text()
+
+    # The stopped run dirs compare and gate as any: the candidate's gain is a regression read the other way round.
+    gate = [str(tmp_path / "clear" / "candidate"), str(tmp_path / "clear" / "baseline"), "--fail-on-regression"]
+    assert compare_main(gate) == 1
+    assert compare_main([gate[1], gate[0], "--fail-on-regression"]) == 0
 
     race(tmp_path / "none", "policy=random", "policy=random")
     summary = read_json(tmp_path / "none" / "sequential.json")
