@@ -3,6 +3,9 @@ the exact test, the planner CLI, and the smallest detectable difference as the i
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy.stats import binomtest
@@ -62,3 +65,25 @@ def test_plan_prints_unpaired_and_paired_sizes(capsys) -> None:
     assert f"{exact_paired_n(0.1, 0.05)} episode pairs per task" in out and "approximation: 312" in out
     assert plan_main(["--baseline", "90", "--drop", "95"]) == 2
     assert "give 0 < baseline <= 100" in capsys.readouterr().err
+
+
+def test_plan_measures_the_discordance_on_two_earlier_paired_runs(tmp_path: Path, capsys) -> None:
+    from lerobot_hydra.core.records import EpisodeRecord
+    from lerobot_hydra.results.aggregate import aggregate
+    from lerobot_hydra.results.eval_info import to_eval_info
+
+    def write(name: str, wins: list[bool]) -> Path:
+        records = [
+            EpisodeRecord("reach-v3", 0, "reach-v3", "", k, 1000 + k, w, 0.0, 0.0, 5, 0.1) for k, w in enumerate(wins)
+        ]
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "eval_info.json").write_text(json.dumps(to_eval_info(aggregate(records, 1.0))))
+        return tmp_path / name
+
+    # 20 pairs, 4 discordant (episodes 0-3): 20%.
+    old = write("old", [True] * 2 + [False] * 2 + [True] * 16)
+    new = write("new", [False] * 2 + [True] * 2 + [True] * 16)
+    assert plan_main(["--baseline", "90", "--drop", "10", "--discordance-from", str(old), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "discordance 20% measured on 20 pairs" in out.replace("20.0%", "20%")
+    assert f"{exact_paired_n(0.2, 0.1)} episode pairs per task" in out
