@@ -60,6 +60,11 @@ def run_paired(
     n_max, round_size = evals["baseline"].n_episodes, evals["baseline"].sequential.round
     if evals["candidate"].n_episodes != n_max or cfgs["baseline"].seed != cfgs["candidate"].seed:
         raise UserError("the baseline and the candidate must share eval.n_episodes and seed; set them in the common")
+    if any(e.sequential.stop is not None for e in evals.values()):
+        raise UserError(
+            "eval.sequential.stop stops one policy's tasks on their own; leave it out here, where the paired test "
+            "decides (eval.sequential.round sets the round)"
+        )
     settings = {"test": "paired SPRT", "alpha": alpha, "beta": beta, "detect": detect, "discordance": discordance}
     stops: dict[TaskKey, tuple[int, Decision]] = {}
     summary: dict[str, Any] = {}
@@ -68,6 +73,8 @@ def run_paired(
         results = {side: evaluate_config(cfgs[side], evals[side], out / side, side, limit=limit) for side in sides}
         base = {(r.task_group, r.task_id, r.episode_index): r for r in results["baseline"].episodes}
         cand = {(r.task_group, r.task_id, r.episode_index): r for r in results["candidate"].episodes}
+        if [t.key for t in results["baseline"].tasks] != [t.key for t in results["candidate"].tasks]:
+            raise UserError("the baseline and the candidate run different tasks; set env and its tasks in the common")
         for t in results["baseline"].tasks:
             if t.key in stops:
                 continue

@@ -93,3 +93,26 @@ def test_a_paired_decision_reads_only_the_episodes_before_the_round_end(end: int
     pairs = [(False, True)] * 30
     assert paired(pairs[:end], ALPHA, BETA, 0.3, 0.4).outcome == "better"
     assert paired([(True, True)] * end, ALPHA, BETA, 0.3, 0.4).stop is False  # no discordant pair decides nothing
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["eval.sequential.stop=soon"], r"^eval.sequential.stop=soon is unknown; use one of: precision, threshold$"),
+        (["eval.sequential.stop=threshold"], r"needs eval.sequential.threshold, e.g. threshold=80$"),
+        (["eval.sequential.precision=5"], r"precision is set but eval.sequential.stop is null; add .*stop=precision$"),
+        (["eval.sequential.stop=precision", "eval.sequential.precision=60"], r"give a half-width in \(0, 50\]$"),
+        (["eval.sequential.stop=threshold", "eval.sequential.threshold=100"], "strictly between 0 and 100"),
+        (["eval.sequential.stop=precision", "eval.sequential.precision=5", "eval.sequential.round=0"], "round must"),
+        (
+            ["eval.sequential.stop=precision", "eval.sequential.precision=5", "eval.num_shards=2"],
+            "not supported yet .* run the sequential evaluation unsharded$",
+        ),
+    ],
+)
+def test_sequential_settings_are_checked_before_anything_runs(compose, overrides: list[str], message: str) -> None:
+    from lerobot_hydra.config.schema import validate
+    from lerobot_hydra.core.errors import UserError
+
+    with pytest.raises(UserError, match=message):
+        validate(compose(*overrides))
