@@ -53,6 +53,7 @@ def run_rounds(
         if any(w.episodes for w in work):
             interrupted = run(work)
             if interrupted is not None:
+                store.write()  # the tasks stopped so far go into the shard file too
                 return interrupted, _summary(seq, eval_cfg.n_episodes, stopped, names, end)
         for w in work:
             outcomes = _outcomes(store, w.task.key, end)
@@ -66,6 +67,7 @@ def run_rounds(
                 log.info("%s: stopped after %d episodes, %s: %s", name, end, decision.outcome, decision.why)
         if len(stopped) == len(names):
             break
+    store.write()  # the shard file, written after each round's episodes, gets the last round's stops
     return None, _summary(seq, eval_cfg.n_episodes, stopped, names, None)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from lerobot_hydra.merge.compare import compare_dirs
 from lerobot_hydra.merge.compare import main as compare_main
 from tests.conftest import ROOT, read_episodes, read_json, run_eval
 from tests.rundir.test_store import kill_group, start_eval, wait_for
@@ -48,6 +49,8 @@ def test_the_stopping_point_and_records_do_not_depend_on_batch_size_workers_or_a
     batched = tmp_path / "batched"
     run_eval(*BELOW, "eval.batch_size=3", "eval.use_async_envs=true", out_dir=batched)
     assert outcomes(batched) == outcomes(one)
+    # The shard files record the stop, so the runs merge and compare as complete runs.
+    assert compare_dirs(one, batched)["paired"]
     assert read_json(batched / "eval_info.json")["sequential"]["per_task"] == info["sequential"]["per_task"]
 
     resumed = tmp_path / "resumed"
