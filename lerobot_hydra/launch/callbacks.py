@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lerobot_hydra.core.commands import shell_command
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.core.labels import parse_shard_file_name
+from lerobot_hydra.core.layout import parse_shard_file_name
 
 MERGE_COMMAND = "lerobot-hydra-merge"
 

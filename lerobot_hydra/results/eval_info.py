@@ -14,8 +14,6 @@ from typing import Any
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.results.aggregate import Results, Summary, aggregate
 
-EVAL_INFO_FILE = "eval_info.json"
-
 
 def _summary(s: Summary) -> dict[str, Any]:
     return {
