@@ -32,7 +32,11 @@ INIT_PARAMETERS = {"max_num_timeout"}
 
 
 class SubmititSweep:
-    """`launch` for a submitit launcher: submit every job as one array, wait for all, report each failed one."""
+    """`launch` for a submitit launcher: submit every job as one array, wait for all, report each failed one.
+
+    The plugin's `launch` makes its executor, submits and waits in one method, with no hook that hands out the jobs
+    it submitted; so this is the whole of `launch`, on submitit's public executor API, with the plugin's settings.
+    """
 
     _EXECUTOR: str
     config: Any
