@@ -114,10 +114,10 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    from lerobot_hydra.app.cli import install_error_reporting
+    from lerobot_hydra.app.cli import one_line_errors
 
-    install_error_reporting()
-    _hydra_main()
+    with one_line_errors():
+        _hydra_main()
 
 
 if __name__ == "__main__":

@@ -65,6 +65,11 @@ class EvalConfig:
 
 @dataclass
 class RunConfig:
+    # env, policy and logger stay untyped at composition: the node's `_target_` chooses its dataclass (a benchmark's
+    # or policy family's own, or a user's subclass given as `policy._target_=...` or from their own config dir), which
+    # one schema in the ConfigStore cannot express (OmegaConf has no unions of structured configs, and a typed node
+    # would reject a subclass's extra fields). `validate` checks each against its `_target_`'s dataclass right after
+    # composition, before anything is built, with a did-you-mean for unknown keys.
     env: Any = MISSING
     policy: Any = MISSING
     eval: EvalConfig = field(default_factory=EvalConfig)

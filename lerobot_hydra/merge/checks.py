@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lerobot_hydra.core.commands import hydra_override, shell_command
-from lerobot_hydra.core.labels import EPISODES_FILE, is_shard_override, job_subdir, shard_dir_name
+from lerobot_hydra.core.labels import is_shard_override, job_subdir
+from lerobot_hydra.core.layout import EPISODES_FILE, shard_dir_name
 from lerobot_hydra.core.records import read_jsonl
 from lerobot_hydra.rollout.plan import plan_size, shard_plan
 from lerobot_hydra.rundir.shard_file import Shard, fingerprint, saved_overrides

@@ -23,9 +23,9 @@ from typing import Any
 
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.core.labels import EPISODES_FILE
+from lerobot_hydra.core.layout import EPISODES_FILE, EVAL_INFO_FILE
 from lerobot_hydra.core.records import read_jsonl
-from lerobot_hydra.results.eval_info import EVAL_INFO_FILE, lerobot_eval_records, read_eval_info
+from lerobot_hydra.results.eval_info import lerobot_eval_records, read_eval_info
 from lerobot_hydra.results.pairing import ResultSet, compare, format_comparison
 from lerobot_hydra.results.verdicts import DEFAULT, REGRESSED, Criteria
 

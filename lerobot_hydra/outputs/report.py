@@ -20,10 +20,10 @@ from typing import Any
 from urllib.parse import quote
 
 from lerobot_hydra.core.durable import write_text_atomic
+from lerobot_hydra.core.layout import REPORT_FILE
 from lerobot_hydra.results.aggregate import Results, Summary
 from lerobot_hydra.results.table import ci_text, pc_text, table_rows
 
-REPORT_FILE = "report.html"
 _IMAGE_HEADINGS = {
     "success_by_task": "Success by task",
     "comparison_forest": "Differences from the baseline",

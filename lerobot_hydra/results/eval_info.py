@@ -19,8 +19,6 @@ from typing import Any
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.results.aggregate import Results, Summary, aggregate
 
-EVAL_INFO_FILE = "eval_info.json"
-
 
 def _counts(s: Summary) -> dict[str, Any]:
     """LeRobot's keys: the episodes, the successes, the rate and its 95% Wilson interval (percent)."""

@@ -18,10 +18,13 @@ from typing import Any
 
 from lerobot_hydra.core.commands import hydra_override, shell_command
 from lerobot_hydra.core.durable import read_json_object, write_json_atomic
-from lerobot_hydra.core.labels import (
+from lerobot_hydra.core.labels import is_shard_override
+from lerobot_hydra.core.layout import (
     EPISODES_FILE,
+    HYDRA_DIR,
+    HYDRA_HYDRA_FILE,
+    HYDRA_OVERRIDES_FILE,
     SHARD_FILE_GLOB,
-    is_shard_override,
     parse_shard_file_name,
     shard_file_name,
 )
@@ -248,11 +251,11 @@ def saved_overrides(run_dir: Path) -> tuple[list[str] | None, list[str]]:
     import yaml
 
     try:
-        task = yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text())
+        task = yaml.safe_load((run_dir / HYDRA_DIR / HYDRA_OVERRIDES_FILE).read_text())
     except (OSError, yaml.YAMLError):
         return None, []
     try:
-        hydra_cfg = yaml.safe_load((run_dir / ".hydra" / "hydra.yaml").read_text())
+        hydra_cfg = yaml.safe_load((run_dir / HYDRA_DIR / HYDRA_HYDRA_FILE).read_text())
         hydra_overrides = list(hydra_cfg["hydra"]["overrides"]["hydra"] or [])
     except (OSError, yaml.YAMLError, KeyError, TypeError):
         hydra_overrides = []

@@ -24,7 +24,7 @@ from typing import Any
 
 from lerobot_hydra.core.durable import read_json_object, remove_temporaries, write_json_atomic
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.core.labels import EPISODES_FILE
+from lerobot_hydra.core.layout import EPISODES_FILE, SESSIONS_FILE
 from lerobot_hydra.core.records import EpisodeRecord, append_jsonl, read_jsonl, sort_records
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.outputs.video import remove_partial_videos
@@ -35,7 +35,6 @@ from lerobot_hydra.rundir.shard_file import ShardFile, ShardFormatError, fingerp
 
 log = logging.getLogger("lerobot_hydra")
 
-SESSIONS_FILE = "sessions.json"
 # How often sessions.json is rewritten: a killed session's last seconds up to this are not counted.
 HEARTBEAT_S = 5.0
 

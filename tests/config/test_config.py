@@ -59,7 +59,7 @@ def test_unknown_keys_under_env_and_eval_are_rejected(compose) -> None:
 
 
 # (command line, what its one line says); the command line is run for one case of each way an error is printed
-# (a Hydra composition error, a shard sweep refused before Hydra starts, a UserError of the run), the others here.
+# (a Hydra composition error, a shard sweep refused before it launches, a UserError of the run), the others here.
 BAD_COMMAND_LINES = [
     (["env=nope"], "unknown env 'nope'; available: gym, libero, libero_lerobot, metaworld, pusht"),
     (["policy=smolvlaa"], "unknown policy 'smolvlaa'"),
@@ -70,6 +70,9 @@ BAD_COMMAND_LINES = [
     (["env.task=reach-v4"], "unknown MetaWorld task 'reach-v4' (did you mean 'reach-v3'?)"),
     (["env.obs_type=rgb"], "env.obs_type must be one of"),
     (["env.task=reach-v3,push-v3"], "add -m to sweep, or pass one list value: env.task=[reach-v3,push-v3]"),
+    (["eval.shard_id=0,1"], "a sweep over eval.shard_id needs multirun: add -m"),
+    (["eval.shard_id=a"], "eval.shard_id must be integers, got a"),
+    (["eval.num_shards=2,3"], "eval.num_shards cannot be swept; give one value"),
     (["-m", "eval.shard_id=0,2"], "missing 1"),
     (["-m", "eval.shard_id=0,1,1"], "more than once"),
     (["-m", "eval.shard_id=0,1,4", "eval.num_shards=4"], "eval.shard_id 4 is out of range"),
@@ -99,11 +102,12 @@ def test_bad_command_lines_are_refused_with_the_one_line_they_print(
     tmp_path: Path, args: list[str], expected: str
 ) -> None:
     """The same refusals in this process: the line eval.py prints after `error: ` (see the test above)."""
-    from lerobot_hydra.app.cli import describe_hydra_error, prepare_argv
+    from lerobot_hydra.app.cli import describe_hydra_error
+    from lerobot_hydra.launch.shards import shard_sweep_total
 
-    if args[0] == "-m":  # checked before Hydra starts
+    if args[0] == "-m":  # checked when the multirun starts, before anything is launched
         with pytest.raises(UserError) as refused:
-            prepare_argv(["eval.py", *args])
+            shard_sweep_total(args[1:])
         line = str(refused.value)
     else:
         with pytest.raises(Exception) as refused:  # noqa: PT011 - a UserError, or Hydra's, described below
