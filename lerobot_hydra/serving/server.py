@@ -249,8 +249,8 @@ class PolicyServer:
         kind = message.get(EXTENSION_KEY)
         if kind == "done":
             trusted = websocket in self.gate.authenticated
-            await websocket.send(packb({"ok": trusted}))
             self._client_done(str(message.get("client")), websocket, trusted)
+            await websocket.send(packb({"ok": trusted}))
             return
         if kind not in (None, "chunks"):
             raise ProtocolError(f"an unknown request {kind!r}")
