@@ -114,9 +114,16 @@ def client_id() -> str:
 
 def tell_done(connection: Connection, client: str) -> None:
     try:
-        connection.request({EXTENSION_KEY: "done", "client": client})
+        reply = connection.request({EXTENSION_KEY: "done", "client": client})
     except UserError as err:  # every episode is recorded: the run succeeded all the same
         log.warning("could not tell the policy server that this run completed: %s", err)
+        return
+    if reply.get("ok") is False:
+        log.warning(
+            "the policy server at %s did not count this run as completed (serve.shards): this client did not present "
+            "its API key; read it from the announce file, policy.api_key_file or $LEROBOT_HYDRA_API_KEY",
+            connection.url,
+        )
 
 
 @dataclass
