@@ -13,6 +13,7 @@ import socket
 import stat
 import subprocess
 import threading
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -289,6 +290,8 @@ def test_keys_are_required_checked_and_served_to_openpi_clients(
             statuses.append(refusal.value.response.status_code)
         with pytest.raises(InvalidStatus):
             WebsocketClientPolicy(f"ws://127.0.0.1:{server.port}")
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz", timeout=30) as response:
+            health = response.read().decode()  # open to all: counts only
         openpi = WebsocketClientPolicy(f"ws://127.0.0.1:{server.port}", api_key="the-key-of-this-test")
         actions = openpi.infer(observation)["actions"]
         openpi._ws.close()
@@ -302,6 +305,7 @@ def test_keys_are_required_checked_and_served_to_openpi_clients(
             instantiate_node(cfg.policy).server  # noqa: B018
     assert statuses == [401, 401] and actions.shape == (8, 4) and np.isfinite(actions).all()
     assert info["api_key"] == "the-key-of-this-test" and mode == 0o600
+    assert '"refused": 3' in health and "the-key-of-this-test" not in health
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused the connection of")]
     assert len(lines) == 4 and "no API key" in lines[0] and "a wrong API key" in lines[1], lines
 
