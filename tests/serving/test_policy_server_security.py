@@ -354,6 +354,20 @@ def test_keys_tls_and_limits_are_settings_checked_in_one_line(
     monkeypatch.delenv(ENV_VAR, raising=False)
     first, given = server_key(None)
     assert not given and len(first) >= 40 and server_key(None)[0] != first
+    from lerobot_hydra.serving.schema import ServeConfig
+    from lerobot_hydra.serving.server import PolicyServer
+
+    class Stub:  # the served policy's interface, enough to build (not run) a server
+        history, features, noise_state_bytes = 1, {}, None
+
+        def metadata(self, max_batch_size: int) -> dict[str, Any]:
+            return {}
+
+    def required(host: str, given: bool) -> bool:
+        return PolicyServer(Stub(), ServeConfig(host=host), "k", given).gate.key_required  # type: ignore[arg-type]
+
+    assert required("0.0.0.0", False) and required("10.1.2.3", False) and required("127.0.0.1", True)
+    assert not required("127.0.0.1", False)
     (tmp_path / "key").write_text("from-a-file\n")
     assert server_key(str(tmp_path / "key")) == ("from-a-file", True)
     act = [*checkpoints["act"], *RUN[:3]]
