@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from lerobot_hydra.policies.lerobot.versions import lerobot_version
-from tests.conftest import ROOT, read_episodes, run_eval
+from tests.conftest import ROOT, outcome, read_episodes, run_eval
 from tests.helpers.lerobot_checkpoints import METAWORLD_ACTION, tiny_act
 from tests.helpers.lerobot_cli import run_lerobot_eval
 
@@ -61,11 +61,28 @@ def test_act_on_metaworld_matches_lerobot_eval_episode_by_episode(tmp_path: Path
         output_dir=tmp_path / "theirs",
         env=ONE_THREAD,
     )
+    # The same through the LeRobot env adapter (LeRobot's MetaWorld env in our workers, its preprocessing).
+    run_eval(
+        "env=lerobot",
+        "env.type=metaworld",
+        f"env.task={task}",
+        "policy=act",
+        f"policy.path={checkpoint}",
+        f"eval.n_episodes={episodes}",
+        "eval.batch_size=2",
+        "eval.max_episodes_rendered=0",
+        out_dir=tmp_path / "adapter",
+        env=ONE_THREAD,
+        timeout=600,
+    )
     records = sorted(read_episodes(tmp_path / "ours"), key=lambda r: r["episode_index"])
     assert [r["episode_index"] for r in records] == list(range(episodes))
     assert [r["sum_reward"] for r in records] == pytest.approx(theirs, rel=1e-9, abs=1e-9)
     assert len({round(r["sum_reward"], 6) for r in records}) == episodes  # the episodes differ: seeds reached both
     assert all(r["success"] and r["steps"] < 60 for r in records), records  # short, as planned
+    adapted = sorted(read_episodes(tmp_path / "adapter"), key=lambda r: r["episode_index"])
+    assert [(r["task_group"], r["task_name"]) for r in adapted] == [(task, task)] * episodes
+    assert [outcome(r) for r in adapted] == [outcome(r) for r in records]
 
 
 def libero_with_its_assets(root: Path) -> Path | None:

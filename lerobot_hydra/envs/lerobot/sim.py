@@ -83,9 +83,12 @@ def attribute(env: Any, name: str) -> Any:
 def describe(name: str, settings: dict[str, Any], trust_remote_code: bool) -> list[TaskInfo]:
     """Every task of the type under `settings`, read from its simulators (run in a child process)."""
     envs = make_envs(name, settings, trust_remote_code)
+    # A type that builds one task from its `task` setting (pusht: PushT-v0) names the task by it.
+    selected = getattr(make_lerobot_config(name, settings), "task", None)
+    single = selected if isinstance(selected, str) and "," not in selected else None
     try:
         return [
-            _task_info(name, str(group), int(task_id), vec)
+            _task_info(name, str(group), int(task_id), vec, single)
             for group, by_id in envs.items()
             for task_id, vec in by_id.items()
         ]
@@ -93,12 +96,14 @@ def describe(name: str, settings: dict[str, Any], trust_remote_code: bool) -> li
         close_all(envs)
 
 
-def _task_info(name: str, group: str, task_id: int, vec: Any) -> TaskInfo:
+def _task_info(name: str, group: str, task_id: int, vec: Any, selected: str | None) -> TaskInfo:
     env = single_env(name, vec)
     description = attribute(env, "task_description")
     if not isinstance(description, str):
         description = attribute(env, "task")
     task_name = attribute(env, "task")
+    if not isinstance(task_name, str) or not task_name:
+        task_name = selected or group
     max_steps = attribute(env, "_max_episode_steps")
     if max_steps is None and env.spec is not None:
         max_steps = env.spec.max_episode_steps
@@ -107,7 +112,7 @@ def _task_info(name: str, group: str, task_id: int, vec: Any) -> TaskInfo:
     return TaskInfo(
         group=group,
         task_id=task_id,
-        name=task_name if isinstance(task_name, str) and task_name else group,
+        name=task_name,
         description=description if isinstance(description, str) else "",
         max_steps=int(max_steps),
         observation_space=vec.single_observation_space,
