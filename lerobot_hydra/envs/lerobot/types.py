@@ -18,6 +18,8 @@ from lerobot_hydra.core.errors import UserError, did_you_mean
 OWN_KEYS = ("type", "trust_remote_code", "compute_all_observations")
 # Fields of a LeRobot env type that it computes from its other fields (not settings).
 COMPUTED_FIELDS = {"features"}
+# Fields of lerobot-eval's run, not of the env: the setting of ours that does the same.
+RUN_FIELDS = {"max_parallel_tasks": "eval.max_parallel_tasks"}
 # LeRobot 0.6 added `EnvConfig.create_envs` and `get_env_processors`, which the adapter builds envs through.
 MIN_LEROBOT = (0, 6)
 # Types that are no simulator at all.
@@ -86,13 +88,15 @@ def type_class(name: str) -> type:
 
 
 def settable_fields(cls: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls) if f.name not in COMPUTED_FIELDS]
+    return [f.name for f in dataclasses.fields(cls) if f.name not in COMPUTED_FIELDS | set(RUN_FIELDS)]
 
 
 def check_keys(name: str, keys: list[str]) -> None:
     """Each key is the adapter's own or a settable field of the type; one line listing the valid ones if not."""
     fields = settable_fields(type_class(name))
     for key in keys:
+        if key in RUN_FIELDS:
+            raise UserError(f"env.{key} is lerobot-eval's run setting, not the env's; set {RUN_FIELDS[key]} instead")
         if key not in fields and key not in OWN_KEYS:
             valid = sorted({*fields, *OWN_KEYS})
             raise UserError(
