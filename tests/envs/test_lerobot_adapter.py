@@ -45,7 +45,9 @@ def test_lerobot_044_is_refused_in_one_line(tmp_path: Path) -> None:
 @needs_06
 def test_the_types_fields_are_the_settings_and_unknown_ones_list_the_valid_ones() -> None:
     check(type="pusht", obs_type="pixels_agent_pos", episode_length=12)
-    with pytest.raises(UserError, match=r"^unknown key 'env.obs_typ' for env.type=pusht \(did you mean 'obs_type'\?\); valid keys: "):
+    with pytest.raises(
+        UserError, match=r"^unknown key 'env.obs_typ' for env.type=pusht \(did you mean 'obs_type'\?\); valid keys: "
+    ):
         check(type="pusht", obs_typ="pixels")
     with pytest.raises(UserError) as err:
         check(type="so101", nosuch=1)
@@ -121,3 +123,19 @@ def test_the_so101_plugin_runs_sharded_merged_and_filmed_with_its_scripted_contr
     with pytest.raises(UserError):
         run_here(*SO101, "env.reward_type=sparse", "policy=random", *EPISODES, out_dir=baseline)
 
+
+@needs_06
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_aloha_runs_through_the_adapter_beside_metaworlds_mujoco(tmp_path: Path) -> None:
+    """gym-aloha on dm-control 1.0.28 shares MuJoCo 3.3.0 with MetaWorld (the aloha extra)."""
+    pytest.importorskip("gym_aloha")
+    import mujoco
+
+    assert mujoco.__version__ == "3.3.0"
+    run = ["env=lerobot", "env.type=aloha", "env.task=AlohaTransferCube-v0", "env.episode_length=5", "policy=random"]
+    run_here(*run, "eval.n_episodes=2", "eval.batch_size=2", out_dir=tmp_path)
+    records = read_episodes(tmp_path)
+    assert sorted((r["task_group"], r["task_name"], r["episode_index"], r["steps"]) for r in records) == [
+        ("aloha", "transfer_cube", k, 5) for k in range(2)
+    ]
