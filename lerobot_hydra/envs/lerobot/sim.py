@@ -7,12 +7,13 @@ single gymnasium env out of the vector env it returns: our workers step sub-envs
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import TaskSpec
-from lerobot_hydra.envs.lerobot.types import make_lerobot_config, missing_simulator, type_class
+from lerobot_hydra.envs.lerobot.types import SIMULATORS, make_lerobot_config, missing_simulator, type_class
 from lerobot_hydra.envs.protocol import INIT_STATE_KEY
 
 # The per-episode initial-state index of LeRobot's LIBERO env (`LiberoEnv.init_state_id`): set to the episode
@@ -40,6 +41,10 @@ def make_envs(name: str, settings: dict[str, Any], trust_remote_code: bool) -> d
     """LeRobot's {group: {task id: vector env of one sub-env}} for the type and settings."""
     from lerobot.envs.factory import make_env
 
+    if SIMULATORS.get(name, ("",))[0] == "libero" and importlib.util.find_spec("libero") is not None:
+        from lerobot_hydra.envs.libero_setup import prepare_libero
+
+        prepare_libero()  # LIBERO's config and the shipped assets, as env=libero uses them (no interactive setup)
     cfg = make_lerobot_config(name, settings)
     try:
         return make_env(cfg, n_envs=1, use_async_envs=False, trust_remote_code=trust_remote_code)
