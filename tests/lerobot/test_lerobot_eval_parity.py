@@ -164,7 +164,31 @@ def test_act_on_libero_gets_the_observations_of_lerobot_eval_step_by_step(tmp_pa
             "LIBERO_CONFIG_PATH": str(prepare_libero()),
         },
     )
+    # The same through the LeRobot env adapter: LeRobot's own LIBERO type, in our workers.
+    run_eval(
+        "env=lerobot",
+        "env.type=libero",
+        "env.task=libero_spatial",
+        "env.task_ids=[0]",
+        f"env.episode_length={steps}",
+        f"env.observation_height={size}",
+        f"env.observation_width={size}",
+        "policy=act",
+        f"policy.path={checkpoint}",
+        f"eval.n_episodes={episodes}",
+        "eval.batch_size=2",
+        out_dir=tmp_path / "adapter",
+        env={**ONE_THREAD, TAP_ENV: str(tmp_path / "tap_adapter")},
+        timeout=900,
+    )
     ours_calls, their_calls = tapped_calls(tmp_path / "tap_ours"), tapped_calls(tmp_path / "tap_theirs")
+    adapter_calls = tapped_calls(tmp_path / "tap_adapter")
+    assert len(adapter_calls) == steps
+    for step, (mine, them) in enumerate(zip(adapter_calls, their_calls, strict=True)):
+        for key in features:
+            np.testing.assert_array_equal(mine[key], them[key], err_msg=f"adapter, step {step}, {key}")
+    adapted = sorted(read_episodes(tmp_path / "adapter"), key=lambda r: r["episode_index"])
+    assert [(r["init_state_id"], r["sum_reward"]) for r in adapted] == list(zip(range(episodes), theirs, strict=True))
     assert len(ours_calls) == len(their_calls) == steps
     for step, (mine, them) in enumerate(zip(ours_calls, their_calls, strict=True)):
         for key in features:
