@@ -71,6 +71,9 @@ def test_what_cannot_run_in_our_workers_is_refused_in_one_line() -> None:
         describe("robocasa", {}, False)
     assert str(missing.value).startswith("env.type=robocasa needs the simulator module 'robocasa'")
     assert "pip install robocasa" in str(missing.value) and "\n" not in str(missing.value)
+    # LIBERO-plus is a fork of LIBERO: hf-libero's standard LIBERO in its place is refused, not run as LIBERO-plus.
+    with pytest.raises(UserError, match=r"^env.type=libero_plus needs LIBERO-plus's 'libero' package and assets, but"):
+        describe("libero_plus", {}, False)
     # A Hub env runs the Hub repo's code only when the user allows it.
     with pytest.raises(UserError, match=r"env.type=isaaclab_arena runs code from the Hugging Face Hub .* "):
         describe("isaaclab_arena", {}, False)

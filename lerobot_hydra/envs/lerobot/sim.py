@@ -41,7 +41,9 @@ def make_envs(name: str, settings: dict[str, Any], trust_remote_code: bool) -> d
     """LeRobot's {group: {task id: vector env of one sub-env}} for the type and settings."""
     from lerobot.envs.factory import make_env
 
-    if SIMULATORS.get(name, ("",))[0] == "libero" and importlib.util.find_spec("libero") is not None:
+    if name == "libero_plus":
+        require_libero_plus()
+    elif SIMULATORS.get(name, ("",))[0] == "libero" and importlib.util.find_spec("libero") is not None:
         from lerobot_hydra.envs.libero_setup import prepare_libero
 
         prepare_libero()  # LIBERO's config and the shipped assets, as env=libero uses them (no interactive setup)
@@ -57,6 +59,26 @@ def make_envs(name: str, settings: dict[str, Any], trust_remote_code: bool) -> d
                 "allow it with env.trust_remote_code=true"
             ) from err
         raise
+
+
+def require_libero_plus() -> None:
+    """LeRobot's libero_plus type imports `libero`; hf-libero's standard LIBERO would silently run the standard
+    suites in its place, so it is refused."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    spec = importlib.util.find_spec("libero")
+    try:
+        standard = str(distribution("hf-libero").locate_file("libero/__init__.py"))
+    except PackageNotFoundError:
+        standard = None
+    if spec is not None and spec.origin != standard:
+        return
+    found = f"the importable 'libero' is hf-libero's standard LIBERO ({spec.origin})" if spec else "no 'libero'"
+    raise UserError(
+        f"env.type=libero_plus needs LIBERO-plus's 'libero' package and assets, but {found} is installed; clone "
+        "github.com/sylvestf/LIBERO-plus, put it first on PYTHONPATH, download its assets as its README says and "
+        "name their folder under 'assets' in the config.yaml that LIBERO_CONFIG_PATH points to"
+    )
 
 
 def single_env(name: str, vec: Any) -> Any:
