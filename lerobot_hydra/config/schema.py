@@ -81,10 +81,19 @@ class RunConfig:
     policy_server: Any = None
 
 
+def open_node() -> DictConfig:
+    """An empty node that stays open in Hydra's struct mode: a config that defaults to it (`/schema/open@_here_`)
+    takes keys its YAML does not list as plain `key=value` overrides (env=lerobot: the fields of env.type)."""
+    node = OmegaConf.create({})
+    OmegaConf.set_struct(node, False)
+    return node
+
+
 def register_schemas() -> None:
     cs = ConfigStore.instance()
     cs.store(name="run_schema", node=RunConfig)
     cs.store(group="eval", name="schema", node=EvalConfig)
+    cs.store(group="schema", name="open", node=open_node())
 
 
 register_schemas()
@@ -108,6 +117,11 @@ def validate_node(node: DictConfig, key: str) -> type:
         raise UserError(f"'{key}' must be a config with a _target_; choose one with {key}=<name>")
     cls = resolve_target(node._target_, key)
     if not dataclasses.is_dataclass(cls):
+        return cls
+    own_check = getattr(cls, "check_node", None)
+    if callable(own_check):
+        # A schema that depends on a value (env=lerobot: the fields of env.type) checks the node itself.
+        own_check(node, key)
         return cls
     fields = {f.name for f in dataclasses.fields(cls)}
     for name in node.keys():

@@ -14,6 +14,13 @@ from tests.conftest import CONF, run_eval, run_here
 GROUPS = ["env", "policy", "eval", "logger"]
 
 
+def lerobot_06() -> bool:
+    """Whether the installed LeRobot has the env types env=lerobot builds (0.6 and newer)."""
+    from importlib.metadata import version
+
+    return int(version("lerobot").split(".")[1]) >= 6
+
+
 def options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 
@@ -31,6 +38,10 @@ def test_every_option_of_every_group_composes(compose, group: str) -> None:
 def test_every_env_and_policy_validates(compose) -> None:
     for env in options("env"):
         cfg = compose(f"env={env}", "policy=random")
+        if env == "lerobot" and not lerobot_06():
+            with pytest.raises(UserError, match="env=lerobot needs LeRobot 0.6 or newer"):
+                validate(cfg)
+            continue
         validate(cfg)
     for policy in options("policy"):
         validate(compose(f"policy={policy}"))
@@ -61,7 +72,7 @@ def test_unknown_keys_under_env_and_eval_are_rejected(compose) -> None:
 # (command line, what its one line says); the command line is run for one case of each way an error is printed
 # (a Hydra composition error, a shard sweep refused before it launches, a UserError of the run), the others here.
 BAD_COMMAND_LINES = [
-    (["env=nope"], "unknown env 'nope'; available: gym, libero, libero_lerobot, metaworld, pusht"),
+    (["env=nope"], "unknown env 'nope'; available: gym, lerobot, libero, libero_lerobot, metaworld, pusht"),
     (["policy=smolvlaa"], "unknown policy 'smolvlaa'"),
     (["eval.n_episodes=abc"], "bad value for 'eval.n_episodes'"),
     (["eval.foo=1"], "unknown key 'eval.foo'"),
