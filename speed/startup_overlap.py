@@ -34,7 +34,7 @@ from lerobot_hydra.vector.task_envs import prestart_workers
 from lerobot_hydra.config.schema import instantiate_node
 from lerobot_hydra.core.gl import configure_mujoco_gl
 from lerobot_hydra.rollout.progress import Progress
-from lerobot_hydra.rollout.lanes import evaluate
+from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
 from lerobot_hydra.rollout.runner import TaskWork
 
 if __name__ == "__main__":
@@ -44,9 +44,9 @@ if __name__ == "__main__":
     prestart_workers(env_cfg)
     build = functools.partial(policy_cfg.build, env_cfg, "cpu")
     records = []
+    settings = LaneSettings(env_cfg, *env_cfg.build_processors(), base_seed=1000, batch_size=2, use_async=True)
     evaluate(
-        env_cfg, [TaskWork(t, [0, 1]) for t in env_cfg.tasks()], build if {overlap} else (lambda built=build(): built),
-        *env_cfg.build_processors(), base_seed=1000, batch_size=2, use_async=True, max_parallel_tasks=1,
+        settings, [TaskWork(t, [0, 1]) for t in env_cfg.tasks()], build if {overlap} else (lambda built=build(): built),
         on_record=records.append, progress=Progress(600.0, tty=False),
     )
     print(json.dumps(sorted([r.episode_index, r.steps, r.sum_reward] for r in records)))

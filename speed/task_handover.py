@@ -25,7 +25,7 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 from lerobot_hydra.app.autotune import compose  # noqa: E402
 from lerobot_hydra.config.schema import instantiate_node  # noqa: E402
-from lerobot_hydra.rollout.lanes import evaluate  # noqa: E402
+from lerobot_hydra.rollout.lanes import LaneSettings, evaluate  # noqa: E402
 from lerobot_hydra.rollout.progress import Progress  # noqa: E402
 from lerobot_hydra.rollout.runner import TaskWork  # noqa: E402
 from lerobot_hydra.vector.slot_vector import SlotVectorEnv  # noqa: E402
@@ -54,15 +54,9 @@ def run(handover: bool) -> tuple[float, list[tuple]]:
     try:
         start = time.perf_counter()
         evaluate(
-            env_cfg,
+            LaneSettings(env_cfg, pre, post, 1000, BATCH, True, 1),
             [TaskWork(t, list(range(EPISODES))) for t in env_cfg.tasks()],
             lambda: policy,
-            pre,
-            post,
-            base_seed=1000,
-            batch_size=BATCH,
-            use_async=True,
-            max_parallel_tasks=1,
             on_record=records.append,
             progress=Progress(600.0, tty=False),
         )

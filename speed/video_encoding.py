@@ -30,7 +30,7 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig  # noqa: E402
 from lerobot_hydra.outputs.video import EpisodeVideo, VideoRecorder  # noqa: E402
 from lerobot_hydra.policies.random import RandomPolicy  # noqa: E402
-from lerobot_hydra.rollout.lanes import evaluate  # noqa: E402
+from lerobot_hydra.rollout.lanes import LaneSettings, evaluate  # noqa: E402
 from lerobot_hydra.rollout.progress import Progress  # noqa: E402
 from lerobot_hydra.rollout.runner import TaskWork  # noqa: E402
 
@@ -55,18 +55,11 @@ def timed_rollout(policy_type: type[RandomPolicy], length: int, filmed: bool) ->
         recorder = VideoRecorder(Path(out), cfg.fps, max_per_task=EPISODES) if filmed else None
         start = time.perf_counter()
         evaluate(
-            cfg,
+            LaneSettings(cfg, pre, post, 0, 2, True, 1, render=filmed),
             [TaskWork(t, list(range(EPISODES))) for t in cfg.tasks()],
             lambda: policy_type(action_space),
-            pre,
-            post,
-            base_seed=0,
-            batch_size=2,
-            use_async=True,
-            max_parallel_tasks=1,
             on_record=lambda record: None,
             progress=Progress(600.0, tty=False),
-            render=filmed,
             videos=recorder,
         )
         wall = time.perf_counter() - start

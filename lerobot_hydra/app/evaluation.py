@@ -21,7 +21,7 @@ from lerobot_hydra.outputs.publish import publish, publish_shard
 from lerobot_hydra.outputs.video import VideoRecorder, without_missing_videos
 from lerobot_hydra.results.aggregate import Results, aggregate
 from lerobot_hydra.rollout.build import RunParts, build_run
-from lerobot_hydra.rollout.lanes import evaluate
+from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
 from lerobot_hydra.rollout.plan import TaskBlock, plan_size, shard_plan
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.provenance import collect as collect_provenance
@@ -144,18 +144,11 @@ def run_lanes(
             if eval_cfg.use_async_envs and eval_cfg.batch_size > 1:
                 prestart_workers(parts.run_env)
             evaluate(
-                parts.run_env,
+                lane_settings(cfg, eval_cfg, parts, render=videos is not None),
                 work,
                 parts.build_policy,
-                parts.env_pre,
-                parts.env_post,
-                base_seed=cfg.seed,
-                batch_size=eval_cfg.batch_size,
-                use_async=eval_cfg.use_async_envs,
-                max_parallel_tasks=eval_cfg.max_parallel_tasks,
                 on_record=store.add,
                 progress=Progress(eval_cfg.progress_interval_s),
-                render=videos is not None,
                 videos=videos,
             )
         else:
@@ -169,6 +162,20 @@ def run_lanes(
         store.records[:] = without_missing_videos(store.records, out_dir)
         store.write()
     return None
+
+
+def lane_settings(cfg: DictConfig, eval_cfg: EvalConfig, parts: RunParts, render: bool) -> LaneSettings:
+    """The lanes' settings of the composed config's run."""
+    return LaneSettings(
+        parts.run_env,
+        parts.env_pre,
+        parts.env_post,
+        base_seed=cfg.seed,
+        batch_size=eval_cfg.batch_size,
+        use_async=eval_cfg.use_async_envs,
+        max_parallel_tasks=eval_cfg.max_parallel_tasks,
+        render=render,
+    )
 
 
 def _publish(

@@ -55,3 +55,17 @@ def test_imports_point_down_the_layers() -> None:
             if target in LAYERS and LAYERS[target] > LAYERS[layer]:
                 upward.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
     assert not upward, "imports up the layers:\n" + "\n".join(upward)
+
+
+MAX_FUNCTION_LINES = 60
+
+
+def test_no_function_is_over_60_lines() -> None:
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}() has {lines} lines")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)

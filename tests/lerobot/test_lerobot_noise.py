@@ -96,7 +96,7 @@ def test_a_family_without_noise_hooks_runs_row_by_row_with_the_same_noise(
     set to its own state. Diffusion through it draws the same numbers as through its hooks, so the episodes agree."""
     from lerobot_hydra.policies.lerobot.one_row import RowwisePolicy
     from lerobot_hydra.policies.lerobot.runtime import LeRobotPolicy
-    from lerobot_hydra.rollout.lanes import evaluate
+    from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
     from lerobot_hydra.rollout.progress import Progress
     from lerobot_hydra.rollout.runner import TaskWork
 
@@ -109,7 +109,8 @@ def test_a_family_without_noise_hooks_runs_row_by_row_with_the_same_noise(
     for policy, batch_size in ((hooked, 3), (RowwisePolicy(base), 3), (RowwisePolicy(base.fork()), 1)):
         records: list[Any] = []
         work = [TaskWork(task, list(range(EPISODES))) for task in env.tasks()]
-        evaluate(env, work, lambda p=policy: p, pre, post, 1000, batch_size, False, 1, records.append, Progress(60.0))
+        settings = LaneSettings(env, pre, post, 1000, batch_size, False)
+        evaluate(settings, work, lambda p=policy: p, records.append, Progress(60.0))
         runs.append(sorted(outcome(dataclasses.asdict(r)) for r in records))
     assert len(runs[0]) == EPISODES
     assert runs[1] == runs[0] and runs[2] == runs[0]

@@ -257,7 +257,7 @@ def test_forks_share_weight_tensors_but_not_episode_state(compose: Callable, che
 
 def test_act_with_temporal_ensembling_is_correct_in_parallel(compose: Callable, checkpoints: dict[str, Path]) -> None:
     """ACT's temporal ensemble is per-episode state inside the model object: each lane has its own."""
-    from lerobot_hydra.rollout.lanes import evaluate
+    from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
     from lerobot_hydra.rollout.progress import Progress
     from lerobot_hydra.rollout.runner import TaskWork
 
@@ -274,15 +274,9 @@ def test_act_with_temporal_ensembling_is_correct_in_parallel(compose: Callable, 
         records: list[Any] = []
         work = [TaskWork(task, [0, 1]) for task in env.tasks()]
         evaluate(
-            env,
+            LaneSettings(env, pre, post, 1000, 2, False, lanes),
             work,
             lambda: policy,
-            pre,
-            post,
-            base_seed=1000,
-            batch_size=2,
-            use_async=False,
-            max_parallel_tasks=lanes,
             on_record=records.append,
             progress=Progress(60.0),
         )

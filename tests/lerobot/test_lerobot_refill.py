@@ -56,7 +56,7 @@ def run(
     env: DriftEnvConfig, policy: Any, batch_size: int, episodes: list[int] | None = None
 ) -> tuple[list[tuple], int]:
     """(every episode's outcome, exact rewards included; how many batch steps the run took)."""
-    from lerobot_hydra.rollout.lanes import evaluate
+    from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
     from lerobot_hydra.rollout.progress import Progress
     from lerobot_hydra.rollout.runner import TaskWork
 
@@ -72,7 +72,9 @@ def run(
     records: list[Any] = []
     pre, post = env.build_processors()
     work = [TaskWork(task, list(range(EPISODES)) if episodes is None else episodes) for task in env.tasks()]
-    evaluate(env, work, lambda: policy, pre, post, 1000, batch_size, False, 1, records.append, Progress(60.0))
+    evaluate(
+        LaneSettings(env, pre, post, 1000, batch_size, False), work, lambda: policy, records.append, Progress(60.0)
+    )
     del policy.select_action
     fields = ("episode_index", "seed", "success", "sum_reward", "max_reward", "steps")
     return sorted(tuple(dataclasses.asdict(r)[f] for f in fields) for r in records), steps

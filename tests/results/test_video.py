@@ -24,7 +24,7 @@ from lerobot_hydra.outputs.video import (
 from lerobot_hydra.policies.random import RandomPolicy
 from lerobot_hydra.processors.observation import LeRobotLayout, MapObservationKeys, ToNumpyAction
 from lerobot_hydra.processors.pipeline import Pipeline
-from lerobot_hydra.rollout.lanes import evaluate
+from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.runner import TaskWork
 from tests.conftest import read_episodes, read_json, run_here
@@ -83,18 +83,20 @@ def rollout(cfg: FrameEnvConfig, run_dir: Path, n_episodes: int, filmed: int, ba
     recorder = VideoRecorder(run_dir, fps=10, max_per_task=filmed)
     try:
         evaluate(
-            cfg,
+            LaneSettings(
+                cfg,
+                Pipeline([MapObservationKeys({}), LeRobotLayout()]),
+                Pipeline([ToNumpyAction()]),
+                0,
+                batch,
+                use_async,
+                lanes,
+                render=True,
+            ),
             [TaskWork(t, list(range(n_episodes))) for t in cfg.tasks()],
             lambda: RandomPolicy(action_space),
-            Pipeline([MapObservationKeys({}), LeRobotLayout()]),
-            Pipeline([ToNumpyAction()]),
-            base_seed=0,
-            batch_size=batch,
-            use_async=use_async,
-            max_parallel_tasks=lanes,
             on_record=records.append,
             progress=Progress(60.0),
-            render=True,
             videos=recorder,
         )
     finally:

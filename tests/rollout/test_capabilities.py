@@ -12,7 +12,7 @@ from lerobot_hydra.policies.base import Policy, resets_rows
 from lerobot_hydra.policies.random import RandomPolicy
 from lerobot_hydra.processors.observation import LeRobotLayout, MapObservationKeys, ToNumpyAction
 from lerobot_hydra.processors.pipeline import Pipeline
-from lerobot_hydra.rollout.lanes import evaluate
+from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.runner import TaskWork
 from tests.helpers.counting_env import CountingEnvConfig
@@ -55,15 +55,11 @@ def batch_steps(tmp_path: Path, policy: Policy) -> int:
     cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=1)
     records: list[Any] = []
     evaluate(
-        cfg,
+        LaneSettings(
+            cfg, Pipeline([MapObservationKeys({}), LeRobotLayout()]), Pipeline([ToNumpyAction()]), 10, 2, False, 1
+        ),
         [TaskWork(cfg.tasks()[0], [0, 1, 2])],
         lambda: policy,
-        Pipeline([MapObservationKeys({}), LeRobotLayout()]),
-        Pipeline([ToNumpyAction()]),
-        base_seed=10,
-        batch_size=2,
-        use_async=False,
-        max_parallel_tasks=1,
         on_record=records.append,
         progress=Progress(60.0),
     )

@@ -17,7 +17,7 @@ import pytest
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.policies.random import RandomPolicy
-from lerobot_hydra.rollout.lanes import evaluate
+from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.runner import TaskWork
 from tests.helpers.counting_env import CountingEnv, CountingEnvConfig, events
@@ -32,7 +32,7 @@ def run(
     records: list[EpisodeRecord] = []
     pre, post = env.build_processors()
     work = [TaskWork(t, list(range(episodes))) for t in (env.tasks() if tasks is None else tasks)]
-    evaluate(env, work, lambda: policy, pre, post, 1000, batch, use_async, 1, records.append, Progress(60.0))
+    evaluate(LaneSettings(env, pre, post, 1000, batch, use_async), work, lambda: policy, records.append, Progress(60.0))
     return records
 
 

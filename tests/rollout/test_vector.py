@@ -20,7 +20,7 @@ from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.policies.random import RandomPolicy
 from lerobot_hydra.processors.observation import LeRobotLayout, MapObservationKeys, ToNumpyAction
 from lerobot_hydra.processors.pipeline import Pipeline
-from lerobot_hydra.rollout.lanes import evaluate
+from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.runner import TaskWork
 from tests.helpers.counting_env import CountingEnv, CountingEnvConfig, events
@@ -39,15 +39,17 @@ def run(
     _, action_space = cfg.spaces(cfg.tasks()[0])
     work = [TaskWork(t, list(range(n_episodes))) for t in cfg.tasks()]
     evaluate(
-        cfg,
+        LaneSettings(
+            cfg,
+            Pipeline([MapObservationKeys({}), LeRobotLayout()]),
+            Pipeline([ToNumpyAction()]),
+            10,
+            batch,
+            use_async,
+            lanes,
+        ),
         work,
         policy or (lambda: RandomPolicy(action_space)),
-        Pipeline([MapObservationKeys({}), LeRobotLayout()]),
-        Pipeline([ToNumpyAction()]),
-        base_seed=10,
-        batch_size=batch,
-        use_async=use_async,
-        max_parallel_tasks=lanes,
         on_record=on_record or records.append,
         progress=Progress(60.0),
     )
