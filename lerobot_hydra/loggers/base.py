@@ -34,6 +34,8 @@ class RunMeta:
     config: dict[str, Any]
     # Shards leave media to the merged run.
     log_videos: bool = True
+    # The trainer's step of an evaluation from a training loop (the Python API): the x-axis in an active run.
+    step: int | None = None
 
     @property
     def name(self) -> str:

@@ -33,14 +33,17 @@ class RunParts:
         return self.policy.build(self.env, self.device)
 
 
-def build_run(cfg: DictConfig, device: str | None = None) -> RunParts:
+def build_run(
+    cfg: DictConfig, device: str | None = None, policy: PolicyConfig | None = None, env: EnvConfig | None = None
+) -> RunParts:
     """The parts of a validated config's run; nothing is simulated and no policy is built yet. `device`: what the
-    policy is built for; None: the top-level `device` setting as configured (`auto` included)."""
+    policy is built for; None: the top-level `device` setting as configured (`auto` included). `policy`, `env`:
+    configs already made from `cfg` (the Python API's, kept across its evaluations)."""
     gl = configure_mujoco_gl()
-    env = instantiate_node(cfg.env)
+    env = instantiate_node(cfg.env) if env is None else env
     if not isinstance(env, EnvConfig):
         raise UserError(f"env._target_ must name an EnvConfig subclass, got {type(env).__name__}")
-    policy = instantiate_node(cfg.policy)
+    policy = instantiate_node(cfg.policy) if policy is None else policy
     if not isinstance(policy, PolicyConfig):
         raise UserError(f"policy._target_ must name a PolicyConfig subclass, got {type(policy).__name__}")
     tasks = unique_tasks(env.tasks())

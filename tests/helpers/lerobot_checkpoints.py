@@ -81,11 +81,9 @@ def _stats(features: Features, action: Action) -> dict[str, dict[str, Any]]:
     return stats
 
 
-def save_checkpoint(
-    directory: Path, policy_type: str, features: Features, action: Action, tap: bool = False, **config: Any
-) -> Path:
-    """Build a `policy_type` (act, diffusion, smolvla) policy with `config` and save it with its processors;
-    `tap`: the preprocessor first records what it is handed (tests/helpers/lerobot_tap.py)."""
+def build_policy(policy_type: str, features: Features, action: Action, **config: Any) -> tuple[Any, Any, Any]:
+    """A `policy_type` (act, diffusion, smolvla) policy with `config`, seeded, and its pre/post processors, in
+    memory (as a training loop holds them)."""
     import torch
     from lerobot.policies.factory import get_policy_class, make_policy_config, make_pre_post_processors
 
@@ -96,15 +94,29 @@ def save_checkpoint(
     torch.manual_seed(0)
     policy = get_policy_class(policy_type)(policy_config)
     preprocessor, postprocessor = make_pre_post_processors(policy_config, dataset_stats=_stats(features, action))
-    if tap:
-        from tests.helpers.lerobot_tap import ObservationTap
+    return policy, preprocessor, postprocessor
 
-        preprocessor.steps.insert(0, ObservationTap())
+
+def save_policy(directory: Path, policy: Any, preprocessor: Any, postprocessor: Any) -> Path:
+    """Saved as LeRobot saves a checkpoint."""
     directory.mkdir(parents=True, exist_ok=True)
     policy.save_pretrained(directory)
     preprocessor.save_pretrained(directory)
     postprocessor.save_pretrained(directory)
     return directory
+
+
+def save_checkpoint(
+    directory: Path, policy_type: str, features: Features, action: Action, tap: bool = False, **config: Any
+) -> Path:
+    """Build a `policy_type` (act, diffusion, smolvla) policy with `config` and save it with its processors;
+    `tap`: the preprocessor first records what it is handed (tests/helpers/lerobot_tap.py)."""
+    policy, preprocessor, postprocessor = build_policy(policy_type, features, action, **config)
+    if tap:
+        from tests.helpers.lerobot_tap import ObservationTap
+
+        preprocessor.steps.insert(0, ObservationTap())
+    return save_policy(directory, policy, preprocessor, postprocessor)
 
 
 def tiny_act(directory: Path, features: Features = METAWORLD_STATE, action=METAWORLD_ACTION, **config: Any) -> Path:

@@ -117,13 +117,6 @@ class LeRobotPolicyConfig(PolicyConfig):
         device = check_device(resolve_device(self.device), "policy.device")
         config, rtc = self.policy_config(checkpoint, device)
         name = checkpoint.name
-        _, action_space = env.spaces(env.tasks()[0])
-        check_action_shape(name, config.output_features or {}, action_space)
-        resizes = any(getattr(config, a, None) is not None for a in ("resize_imgs_with_padding", "image_resolution"))
-        resizes = resizes or getattr(config, "resize_shape", None) is not None
-        pads_cameras = hasattr(config, "empty_cameras")
-        if self.blank_cameras and not pads_cameras:
-            raise UserError(f"policy.blank_cameras: a {config.type} policy cannot run with a camera left out")
         if self.blank_cameras and config.type == "smolvla" and config.empty_cameras < len(self.blank_cameras):
             # SmolVLA pads at most `empty_cameras` missing cameras and silently drops the others.
             trained = int(read_json(checkpoint.directory / "config.json").get("empty_cameras", 0))
@@ -132,34 +125,12 @@ class LeRobotPolicyConfig(PolicyConfig):
                 f"the {len(self.blank_cameras)} in policy.blank_cameras; add "
                 f"policy.overrides={{empty_cameras: {trained + len(self.blank_cameras)}}}"
             )
-        observation_keys = match_features(
-            name,
-            config.input_features or {},
-            env_observation_features(env),
-            self.rename_map or {},
-            self.blank_cameras,
-            resizes,
-            pads_cameras,
-        )
+        observation_keys = match_observations(name, config, env, self.rename_map or {}, self.blank_cameras)
         fetch_auxiliary(checkpoint, config)
         preprocessor, postprocessor = load_processors(checkpoint, config, device)
         policy = load_weights(checkpoint, config)
         log.info("loaded the %s policy %s on %s%s", config.type, name, device, " with AMP" if self.use_amp else "")
-        hooks = noise_hooks(policy)
-        arguments = (policy, preprocessor, postprocessor, device, self.use_amp, observation_keys, hooks)
-        if config.type in PER_ROW_FAMILIES:
-            runtime: LeRobotPolicy = PerRowLeRobotPolicy(*arguments, rtc=rtc)
-        else:
-            runtime = LeRobotPolicy(*arguments)
-        if hooks is not None or config.type in DETERMINISTIC_FAMILIES:
-            return runtime
-        if rtc is not None:
-            raise UserError(
-                f"policy.rtc: this lerobot's {config.type} has no per-row noise hook here, so its rows would run one "
-                "at a time without real-time chunking; install the lerobot that lerobot_hydra pins"
-            )
-        log.info("the %s policy's noise has no per-row hook here: its batch rows run one at a time", config.type)
-        return RowwisePolicy(runtime)
+        return runtime_for(policy, preprocessor, postprocessor, device, self.use_amp, observation_keys, rtc)
 
     def policy_config(self, checkpoint: Checkpoint, device: str) -> tuple[Any, SimulatedLatency | None]:
         """The checkpoint's config.json as LeRobot's config class, with the evaluation's changes applied, and
@@ -251,3 +222,48 @@ def load_weights(checkpoint: Checkpoint, config: Any) -> Any:
         raise UserError(f"cannot build the {config.type} policy of '{checkpoint.name}': {first_line(err)}") from err
     policy.eval()
     return policy
+
+
+def match_observations(
+    name: str, config: Any, env: EnvConfig, rename_map: dict[str, str], blank_cameras: list[str]
+) -> dict[str, str]:
+    """Env observation key -> policy key for every input of the policy `config` describes, checked against `env`
+    (its action size too) before anything is loaded."""
+    _, action_space = env.spaces(env.tasks()[0])
+    check_action_shape(name, config.output_features or {}, action_space)
+    resizes = any(getattr(config, a, None) is not None for a in ("resize_imgs_with_padding", "image_resolution"))
+    resizes = resizes or getattr(config, "resize_shape", None) is not None
+    pads_cameras = hasattr(config, "empty_cameras")
+    if blank_cameras and not pads_cameras:
+        raise UserError(f"policy.blank_cameras: a {config.type} policy cannot run with a camera left out")
+    features = env_observation_features(env)
+    return match_features(name, config.input_features or {}, features, rename_map, blank_cameras, resizes, pads_cameras)
+
+
+def runtime_for(
+    policy: Any,
+    preprocessor: Any,
+    postprocessor: Any,
+    device: str,
+    use_amp: bool,
+    observation_keys: dict[str, str],
+    rtc: SimulatedLatency | None = None,
+) -> LeRobotPolicy | RowwisePolicy:
+    """A loaded (or live, in-memory) LeRobot policy and its processors as the runner drives them: per-row state
+    and noise where its family has them, else its rows one at a time."""
+    config = policy.config
+    hooks = noise_hooks(policy)
+    arguments = (policy, preprocessor, postprocessor, device, use_amp, observation_keys, hooks)
+    if config.type in PER_ROW_FAMILIES:
+        runtime: LeRobotPolicy = PerRowLeRobotPolicy(*arguments, rtc=rtc)
+    else:
+        runtime = LeRobotPolicy(*arguments)
+    if hooks is not None or config.type in DETERMINISTIC_FAMILIES:
+        return runtime
+    if rtc is not None:
+        raise UserError(
+            f"policy.rtc: this lerobot's {config.type} has no per-row noise hook here, so its rows would run one "
+            "at a time without real-time chunking; install the lerobot that lerobot_hydra pins"
+        )
+    log.info("the %s policy's noise has no per-row hook here: its batch rows run one at a time", config.type)
+    return RowwisePolicy(runtime)
