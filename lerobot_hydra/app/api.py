@@ -13,6 +13,7 @@ train/eval mode; the policy is not moved.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import random
 import sys
@@ -102,10 +103,8 @@ class Evaluator:
         if self.out_dir is None:
             results = self._in_memory(parts, step)
         else:
-            from lerobot_hydra.app.api_rundir import evaluate_into
-
             name = f"step_{step:09d}" if step is not None else f"eval_{self._calls:03d}"
-            results = evaluate_into(self, parts, self.out_dir / name, step)
+            results = self._into_run_dir(parts, self.out_dir / name, step)
         log.info(
             "evaluation%s: %s%% success over %d episodes",
             "" if step is None else f" at step {step}",
@@ -171,6 +170,33 @@ class Evaluator:
             logger.log_results(results, Path.cwd(), run, {})
         return results
 
+    def _into_run_dir(self, parts: RunParts, out_dir: Path, step: int | None) -> Results:
+        """Written as eval.py writes a run dir (episodes.jsonl, the shard file, eval_info.json, the table, the
+        plot, the report page, videos), then logged."""
+        from lerobot_hydra.app.evaluation import run_identity, video_recorder
+        from lerobot_hydra.outputs.publish import publish
+        from lerobot_hydra.outputs.video import without_missing_videos
+        from lerobot_hydra.rundir.store import RunStore
+
+        ev = self.eval_cfg
+        num_shards = ev.num_shards or 1
+        work = self.work(parts)
+        plan = shard_plan([t.key for t in parts.tasks], ev.n_episodes, ev.shard_id, num_shards)
+        identity, provenance = run_identity(self.cfg, ev), self.provenance(parts)
+        with RunStore(out_dir, identity, ev.shard_id, num_shards, parts.tasks, plan, "api", provenance) as store:
+            videos = video_recorder(ev, parts.env, work, out_dir)
+            try:
+                self.run(parts, work, store.add, videos)
+            finally:
+                if videos is not None:
+                    videos.close()
+                store.records[:] = without_missing_videos(store.records, out_dir)
+                store.write()
+            results = aggregate(store.sorted_records(), store.eval_s, store.provenance, store.complete)
+            run = dataclasses.replace(self.run_meta(step, out_dir), key=f"{out_dir.resolve()}|api")
+            publish(results, out_dir, "Evaluation results", loggers=self.loggers, run=run)
+        return results
+
     def close(self) -> None:
         """Ends every worker and the servers that start them; idempotent."""
         if self._closed:
@@ -187,8 +213,10 @@ class Evaluator:
         self.close()
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self._warm.close()
+        try:
+            self._warm.close()  # an Evaluator dropped without close(): its workers end with it
+        except Exception:  # noqa: BLE001, S110 - nothing to report to at garbage collection
+            pass
 
 
 @contextlib.contextmanager

@@ -1,4 +1,6 @@
-"""Weights & Biases: one W&B run per result set (a single evaluation, a shard, a merged sweep) and per sweep summary.
+"""Weights & Biases: one W&B run per result set (a single evaluation, a shard, a merged sweep) and per sweep summary;
+or, when a W&B run is already active in this process (a training loop's, evaluating through the Python API), the
+result set goes into that run under `prefix`, at the trainer's step.
 
 Everything is logged once the results are on disk, never from the rollout. A W&B failure (package missing,
 no network, bad key) is a single warning: the evaluation carries on and its files remain the record.
@@ -19,14 +21,7 @@ from urllib.parse import urlparse
 
 from lerobot_hydra.core.errors import missing_extra
 from lerobot_hydra.loggers.base import LoggerConfig, RunMeta, SettingError
-from lerobot_hydra.loggers.wandb_payload import (
-    EPISODE_COLUMNS,
-    TASK_COLUMNS,
-    episode_rows,
-    sample_videos,
-    summary_metrics,
-    task_rows,
-)
+from lerobot_hydra.loggers.wandb_payload import results_payload
 from lerobot_hydra.loggers.wandb_sweep import sweep_payload
 from lerobot_hydra.results.aggregate import Results
 
@@ -74,6 +69,8 @@ class WandbLoggerConfig(LoggerConfig):
     dir: str | None = None
     # Videos uploaded per run, spread over tasks (first episode of every task first); 0: none.
     max_videos: int = 50
+    # Into a run already active in the process (a trainer's): every key under `<prefix>/`.
+    prefix: str = "eval"
 
     def __post_init__(self) -> None:
         if self.mode is not None and self.mode not in MODES:
@@ -138,17 +135,13 @@ class WandbLogger:
     def _payload(
         self, wandb: Any, results: Results, out_dir: Path, run: RunMeta, images: dict[str, Path]
     ) -> dict[str, Any]:
-        payload: dict[str, Any] = dict(summary_metrics(results))
-        payload["per_task"] = wandb.Table(columns=TASK_COLUMNS, data=task_rows(results))
-        payload["episodes"] = wandb.Table(columns=EPISODE_COLUMNS, data=episode_rows(results))
-        for key, path in images.items():
-            payload[f"plots/{key}"] = wandb.Image(str(path))
-        if run.log_videos:
-            for key, videos in sample_videos(results, out_dir, self.config.max_videos).items():
-                payload[f"videos/{key}"] = [wandb.Video(str(p), caption=c, format="mp4") for p, c in videos]
-        return payload
+        videos = self.config.max_videos if run.log_videos else 0
+        return results_payload(wandb, results, out_dir, images, videos)
 
     def _log(self, wandb: Any, out_dir: Path, run: RunMeta, payload: Callable[[Any], dict[str, Any]]) -> None:
+        if wandb.run is not None:
+            self._into_active(wandb.run, run, payload(wandb))
+            return
         cfg = self.config
         root = Path(cfg.dir) if cfg.dir else out_dir
         mode = cfg.resolved_mode(root / "wandb")
@@ -178,6 +171,15 @@ class WandbLogger:
         finally:
             wb_run.finish()
         log.info("W&B %s run '%s' (%s, group %s): %s", mode, wb_run.name, run.job_type, wb_run.group or "-", where)
+
+    def _into_active(self, active: Any, run: RunMeta, payload: dict[str, Any]) -> None:
+        """Into the trainer's run, at its step (W&B's next step when none is given)."""
+        prefixed = {f"{self.config.prefix}/{key}": value for key, value in payload.items()}
+        if run.step is None:
+            active.log(prefixed)
+        else:
+            active.log(prefixed, step=run.step)
+        log.info("W&B: logged into the active run '%s' under %s/ (step %s)", active.name, self.config.prefix, run.step)
 
 
 def remove_offline_runs(wandb_dir: Path, run_id: str) -> None:

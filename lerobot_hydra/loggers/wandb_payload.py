@@ -1,5 +1,6 @@
-"""What the W&B run of a result set logs, taken from its typed results: summary metrics, the per-task and episode
-tables, and a sample of its videos."""
+"""What the W&B (or Trackio) run of a result set logs, taken from its typed results: summary metrics, the per-task
+and episode tables, the plots and a sample of its videos. Trackio's media and table classes take the same
+arguments as W&B's, so one payload serves both (`lib`: the `wandb` or `trackio` module)."""
 
 from __future__ import annotations
 
@@ -95,3 +96,22 @@ def sample_videos(results: Results, out_dir: Path, limit: int) -> dict[str, list
                 taken += 1
         depth += 1
     return chosen
+
+
+def results_payload(
+    lib: Any, results: Results, out_dir: Path, images: dict[str, Path], videos: int, video_lists: bool = True
+) -> dict[str, Any]:
+    """Metrics, tables, plots and up to `videos` videos (paths relative to `out_dir`): a list of them per task
+    with `video_lists`, else one key per video (`videos/<task>/<n>`; Trackio logs no lists of media)."""
+    payload: dict[str, Any] = dict(summary_metrics(results))
+    payload["per_task"] = lib.Table(columns=TASK_COLUMNS, data=task_rows(results))
+    payload["episodes"] = lib.Table(columns=EPISODE_COLUMNS, data=episode_rows(results))
+    for key, path in images.items():
+        payload[f"plots/{key}"] = lib.Image(str(path))
+    for key, sample in sample_videos(results, out_dir, videos).items():
+        clips = [lib.Video(str(p), caption=c, format="mp4") for p, c in sample]
+        if video_lists:
+            payload[f"videos/{key}"] = clips
+        else:
+            payload.update({f"videos/{key}/{n}": clip for n, clip in enumerate(clips)})
+    return payload

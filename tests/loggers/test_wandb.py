@@ -40,7 +40,7 @@ def offline_runs(root: Path) -> list[dict[str, Any]]:
 
     runs = []
     for path in sorted(root.rglob("offline-run-*/run-*.wandb")):
-        run: dict[str, Any] = {"dir": path.parent, "summary": {}, "files": []}
+        run: dict[str, Any] = {"dir": path.parent, "summary": {}, "files": [], "history": []}
         for data in wandb_records(path):
             record = pb.Record()
             record.ParseFromString(data)
@@ -55,6 +55,10 @@ def offline_runs(root: Path) -> list[dict[str, Any]]:
                     run["summary"][key] = json.loads(item.value_json)
             elif kind == "files":
                 run["files"].extend(f.path for f in record.files.files)
+            elif kind == "history":
+                items = record.history.item
+                row = {"/".join(i.nested_key) if i.nested_key else i.key: json.loads(i.value_json) for i in items}
+                run["history"].append(row)
         runs.append(run)
     return runs
 
@@ -220,3 +224,32 @@ def test_bad_logger_settings_fail_before_anything_runs(tmp_path: Path) -> None:
     assert not (tmp_path / "episodes.jsonl").exists()
     with pytest.raises(Exception, match="max_videos"):
         WandbLoggerConfig(max_videos=-1)
+
+
+def test_into_the_trainers_active_run_with_a_prefix_at_its_step(tmp_path: Path) -> None:
+    """A training loop's W&B run gets the evaluations (Python API, logger=wandb) at the trainer's steps; no run is
+    added."""
+    import gymnasium as gym
+    import wandb
+
+    import lerobot_hydra
+    from lerobot_hydra.policies.random import RandomPolicy
+
+    trainer = wandb.init(project="trainer", mode="offline", dir=str(tmp_path), settings=wandb.Settings(silent=True))
+    try:
+        evaluator = lerobot_hydra.Evaluator([o for o in TINY if o != "policy=random"] + ["logger=wandb"])
+        with evaluator:
+            policy = RandomPolicy(gym.spaces.Box(-1.0, 1.0, (4,), np.float32))
+            for step in (5, 10):
+                trainer.log({"loss": 1.0 / step}, step=step)
+                results = evaluator.evaluate(policy, step=step)
+    finally:
+        trainer.finish()
+        wandb.teardown()  # waits for W&B's service to write the run file out
+    (run,) = offline_runs(tmp_path / "wandb")
+    evaluations = [h for h in run["history"] if "eval/overall/pc_success" in h]
+    assert [h["_step"] for h in evaluations] == [5, 10]
+    assert all("loss" in h for h in evaluations)  # the same rows as the trainer's steps
+    assert evaluations[-1]["eval/overall/pc_success"] == pytest.approx(results.overall.pc_success)
+    assert evaluations[-1]["eval/overall/ci95_high"] == pytest.approx(results.overall.ci95_pc_success[1])
+    assert logged(run, "media/table/eval/per_task", ".table.json")
