@@ -98,13 +98,16 @@ class Evaluator:
         if self._closed:
             raise UserError("this Evaluator is closed; make a new one")
         self.live.live = LivePolicy.of(policy, preprocessor, postprocessor)
-        parts = self._run_parts()
-        self._calls += 1
-        if self.out_dir is None:
-            results = self._in_memory(parts, step)
-        else:
-            name = f"step_{step:09d}" if step is not None else f"eval_{self._calls:03d}"
-            results = self._into_run_dir(parts, self.out_dir / name, step)
+        try:
+            parts = self._run_parts()
+            self._calls += 1
+            if self.out_dir is None:
+                results = self._in_memory(parts, step)
+            else:
+                name = f"step_{step:09d}" if step is not None else f"eval_{self._calls:03d}"
+                results = self._into_run_dir(parts, self.out_dir / name, step)
+        finally:
+            self.live.live = None  # the trainer's policy is not kept between evaluations
         log.info(
             "evaluation%s: %s%% success over %d episodes",
             "" if step is None else f" at step {step}",

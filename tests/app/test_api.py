@@ -163,3 +163,8 @@ def test_a_lerobot_policy_needs_its_processors(act: tuple[Any, Any, Any]) -> Non
 
     with pytest.raises(UserError, match="needs its processors"):
         lerobot_hydra.evaluate(act[0], METAWORLD)
+
+
+def test_policy_live_on_the_command_line_says_what_to_use(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="policy=live evaluates a policy object from Python"):
+        run_here(*METAWORLD, "eval.n_episodes=1", "eval.batch_size=1", "policy=live", out_dir=tmp_path)
