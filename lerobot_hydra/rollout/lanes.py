@@ -161,10 +161,13 @@ class _Lanes:
             pools = self.warm.lane(index, key, lambda: self._pools(lane_work))
         first = segments(lane_work, pools)[0]
         pool = pools[first[0].task.key]
-        # Each sub-env builds the simulator of the first episode it will run (mixed) or could run (unmixed).
+        # Each sub-env builds the simulator of the first episode it will run (mixed) or could run (unmixed),
+        # unless it holds one of a task of this segment already (warm workers: it runs that task's episodes).
         upcoming = [w.task for w in first for _ in w.episodes][: pool.num_envs]
+        kept = {w.task for w in first}
         for slot, task in enumerate(upcoming):
-            pool.prepare_ahead(slot, task)
+            if pool.tasks[slot] not in kept:
+                pool.prepare_ahead(slot, task)
         return pools
 
     def _run_lane(self, lane_work: list[TaskWork], pools: Pools, lane_policy: Policy) -> None:

@@ -133,7 +133,7 @@ class _Segment:
                     episode.video.abort()
 
     def _begin_batch(self) -> None:
-        units = self.schedule.first_batch(self.pool.num_envs)
+        units = self.schedule.first_batch(self.pool.num_envs, self.pool.tasks)
         self.batch_task = units[0].task
         self._start(dict(enumerate(units)), first=True)
         for i, episode in enumerate(self.running):
@@ -196,7 +196,7 @@ class _Segment:
         """Sub-env `i` finished an episode of `task`: it starts its next one now (into `starts`), or once it has
         built that episode's simulator, or idles; meanwhile its policy row computes nothing."""
         assert self.batch_task is not None
-        unit = self.schedule.next_for(self.batch_task) if self.refill else None
+        unit = self.schedule.next_for(self.batch_task, self.pool.tasks[i]) if self.refill else None
         if unit is not None and self.pool.tasks[i] == unit.task:
             starts[i] = unit
             return
