@@ -163,8 +163,11 @@ class _Lanes:
         pool = pools[first[0].task.key]
         # Each sub-env builds the simulator of the first episode it will run (mixed) or could run (unmixed),
         # unless it holds one of a task of this segment already (warm workers: it runs that task's episodes).
+        # Kept workers are spread over the tasks, so that each may keep its task's simulator from run to run.
         upcoming = [w.task for w in first for _ in w.episodes][: pool.num_envs]
         kept = {w.task for w in first}
+        if self.warm is not None:
+            upcoming = [first[slot % len(first)].task for slot in range(len(upcoming))]
         for slot, task in enumerate(upcoming):
             if pool.tasks[slot] not in kept:
                 pool.prepare_ahead(slot, task)

@@ -4,6 +4,7 @@ task's end, and episode outcomes independent of batching and lanes."""
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import time
@@ -20,7 +21,7 @@ from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.policies.random import RandomPolicy
 from lerobot_hydra.processors.observation import LeRobotLayout, MapObservationKeys, ToNumpyAction
 from lerobot_hydra.processors.pipeline import Pipeline
-from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
+from lerobot_hydra.rollout.lanes import LaneSettings, WarmPools, evaluate
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.runner import TaskWork
 from tests.helpers.counting_env import CountingEnv, CountingEnvConfig, events
@@ -34,6 +35,7 @@ def run(
     lanes: int = 1,
     on_record: Callable[[EpisodeRecord], None] | None = None,
     policy: Callable[[], RandomPolicy] | None = None,
+    warm: WarmPools | None = None,
 ) -> list[EpisodeRecord]:
     records: list[EpisodeRecord] = []
     _, action_space = cfg.spaces(cfg.tasks()[0])
@@ -52,8 +54,27 @@ def run(
         policy or (lambda: RandomPolicy(action_space)),
         on_record=on_record or records.append,
         progress=Progress(60.0),
+        warm=warm,
     )
     return sorted(records, key=lambda r: r.unit)
+
+
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_warm_pools_run_the_next_evaluation_without_new_workers_or_simulators(tmp_path: Path, lanes: int) -> None:
+    """The Python API's Evaluator: a second run of the same work reuses every worker and, each sub-env running
+    the task its simulator was built for, builds no simulator; closing ends them all."""
+    cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=2)
+    warm = WarmPools()
+    try:
+        first = run(cfg, 2, 2, True, lanes, warm=warm)
+        created = [e for e in events(tmp_path) if e["event"] == "created"]
+        second = run(cfg, 2, 2, True, lanes, warm=warm)
+        assert [e for e in events(tmp_path) if e["event"] == "created"] == created
+        assert not [e for e in events(tmp_path) if e["event"] == "closed"]
+    finally:
+        warm.close()
+    assert [dataclasses.replace(r, wall_s=0) for r in first] == [dataclasses.replace(r, wall_s=0) for r in second]
+    assert len([e for e in events(tmp_path) if e["event"] == "closed"]) == len(created)
 
 
 @pytest.mark.parametrize("use_async", [True, False])
