@@ -1,11 +1,11 @@
-"""Stochastic LeRobot policies (tiny diffusion and SmolVLA, built offline) on real MetaWorld simulators: every
-episode's outcome is the same whatever its batch size, batch-mates, shard, lane or a resume, because its noise
-comes from its own row's generator, seeded from its episode."""
+"""Stochastic LeRobot policies (tiny diffusion, SmolVLA, pi0 and pi0.5, built offline) on real MetaWorld
+simulators: every episode's outcome is the same whatever its batch size, batch-mates, shard, lane or a resume,
+because its noise comes from its own row's generator, seeded from its episode."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from lerobot_hydra.app.evaluation import evaluate_config
 from lerobot_hydra.config.schema import instantiate_node
 from tests.conftest import outcome, read_episodes
 from tests.helpers.lerobot_checkpoints import METAWORLD_ACTION, METAWORLD_STATE, tiny_diffusion, tiny_smolvla
+from tests.helpers.tiny_pi import tiny_gemma, tiny_pi
 
 pytest.importorskip("lerobot")
 pytestmark = [pytest.mark.lerobot, pytest.mark.usefixtures("one_torch_thread")]
@@ -31,14 +32,17 @@ METAWORLD_PIXELS = {"observation.image": ("VISUAL", (3, 32, 32)), "observation.s
 
 
 @pytest.fixture(scope="module")
-def policies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+def policies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[str]]]:
     root = tmp_path_factory.mktemp("checkpoints")
     diffusion = tiny_diffusion(root / "diffusion", METAWORLD_STATE, METAWORLD_ACTION)
     smolvla = tiny_smolvla(root / "smolvla", METAWORLD_PIXELS, METAWORLD_ACTION)
-    return {
-        "diffusion": ["policy=diffusion", f"policy.path={diffusion}", *STATE],
-        "smolvla": ["policy=smolvla", f"policy.path={smolvla}", *PIXELS],
-    }
+    with tiny_gemma():  # pi0 and pi0.5 at a tiny size while the module's tests load them
+        pi = {kind: tiny_pi(root / kind, kind, METAWORLD_PIXELS, METAWORLD_ACTION) for kind in ("pi0", "pi05")}
+        yield {
+            "diffusion": ["policy=diffusion", f"policy.path={diffusion}", *STATE],
+            "smolvla": ["policy=smolvla", f"policy.path={smolvla}", *PIXELS],
+            **{kind: [f"policy={kind}", f"policy.path={path}", *PIXELS] for kind, path in pi.items()},
+        }
 
 
 def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
@@ -50,7 +54,9 @@ def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
     return sorted(outcome(r) for r in read_episodes(out_dir))
 
 
-@pytest.mark.parametrize("family", ["diffusion", pytest.param("smolvla", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "family", ["diffusion", *(pytest.param(kind, marks=pytest.mark.slow) for kind in ("smolvla", "pi0", "pi05"))]
+)
 def test_stochastic_episodes_do_not_depend_on_batch_shard_or_resume(
     compose: Callable, policies: dict[str, list[str]], tmp_path: Path, family: str
 ) -> None:
