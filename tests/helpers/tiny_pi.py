@@ -5,16 +5,14 @@ LeRobot sizes these models from a fixed table (`get_gemma_config`: only "gemma_3
 SigLIP-So400m vision tower and PaliGemma's 257152-token vocabulary, 1.3 to 3.5 billion weights), which no config
 field changes. `tiny_gemma()` swaps that table, inside the block only, for one tiny Gemma size, so the same
 modeling code builds a 25M-weight model; every process that loads such a checkpoint must be inside it
-(`lerobot_eval_with_tiny_gemma` runs LeRobot's own `lerobot-eval` so). This is a test seam: the adapter under test
+(tests/helpers/lerobot_eval_rows.py runs LeRobot's own `lerobot-eval` so). This is a test seam: the adapter under test
 loads the checkpoint through LeRobot's factory as it loads a real one.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -130,15 +128,3 @@ def tiny_pi(directory: Path, policy_type: str, features: Features, action: Actio
     preprocessor.save_pretrained(directory)
     postprocessor.save_pretrained(directory)
     return directory
-
-
-LEROBOT_EVAL = (
-    "import sys; from tests.helpers.tiny_pi import tiny_gemma; from lerobot.scripts.lerobot_eval import main\n"
-    "with tiny_gemma(): sys.exit(main())"
-)
-
-
-def lerobot_eval_with_tiny_gemma() -> list[str]:
-    """LeRobot's own lerobot-eval entry point, run with pi0/pi0.5 at the tiny size (PYTHONPATH must reach tests/)."""
-    assert os.environ.get("PYTHONPATH"), "export PYTHONPATH=<the checkout> so the subprocess finds tests/helpers"
-    return [sys.executable, "-c", LEROBOT_EVAL]
