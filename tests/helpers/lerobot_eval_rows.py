@@ -1,8 +1,11 @@
-"""LeRobot's own `lerobot-eval`, with pi0 and pi0.5 at the tiny test size (tests/helpers/tiny_pi.py) and their
-flow-matching noise drawn as lerobot_hydra draws it: each env of a rollout from a generator seeded from that env's
-episode seed (lerobot_hydra/policies/lerobot/noise.py), where lerobot-eval draws the batch's noise from torch's
-global generator. Everything else (envs, seeds, processors, action queue, stepping, metrics) is lerobot-eval's, so
-a parity run compares the evaluation loops on the same noise.
+"""LeRobot's own `lerobot-eval`, with pi0 and pi0.5 at the tiny test size (tests/helpers/tiny_pi.py) and policy
+noise drawn as lerobot_hydra draws it (lerobot_hydra/policies/lerobot/noise.py), where lerobot-eval draws a batch's
+noise from torch's global generator, seeded once per run:
+- pi0/pi0.5 (per-row hooks): each env of a rollout from a generator seeded from that env's episode seed;
+- a family without hooks, which lerobot_hydra runs one row at a time: torch's global generator seeded from the
+  episode's seed when its rollout starts (run lerobot-eval with --eval.batch_size=1).
+Everything else (envs, seeds, processors, action queue, stepping, metrics) is lerobot-eval's, so a parity run
+compares the evaluation loops on the same noise.
 
     PYTHONPATH=<checkout> python -m tests.helpers.lerobot_eval_rows --policy.path=... (lerobot-eval's arguments)
 """
@@ -26,7 +29,7 @@ def row_noise() -> Iterator[None]:
     import torch
     from lerobot.scripts import lerobot_eval
 
-    from lerobot_hydra.policies.lerobot.noise import RowNoise, randn_rows
+    from lerobot_hydra.policies.lerobot.noise import RowNoise, randn_rows, row_seed
 
     rows: list[RowNoise] = []
     rollout = lerobot_eval.rollout
@@ -36,6 +39,7 @@ def row_noise() -> Iterator[None]:
         rows[:] = [RowNoise() for _ in seeds]
         for row, seed in zip(rows, seeds, strict=True):
             row.start(seed)
+        torch.manual_seed(row_seed(seeds[0]))  # one env per rollout: the one-row families' noise
         return rollout(*args, seeds=seeds, **kwargs)
 
     def sample_noise(_model: Any, shape: Any, device: Any) -> Any:

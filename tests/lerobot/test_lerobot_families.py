@@ -21,19 +21,23 @@ from tests.helpers.lerobot_checkpoints import (
     save_checkpoint,
     tiny_multi_task_dit_config,
 )
+from tests.helpers.tiny_xvla import tiny_xvla_config
 from tests.lerobot.test_lerobot_policies import build, first_batch
 
 pytest.importorskip("lerobot")
 pytestmark = pytest.mark.lerobot
 
 # Families at their LeRobot defaults (the ImageNet backbone left out: no Hub), or at a tiny config built in the
-# test's folder (multi_task_dit on a tiny local CLIP).
+# test's folder (multi_task_dit on a tiny local CLIP, xvla on a tiny Florence-2 and a local tokenizer).
 FAMILIES: dict[str, tuple[Any, Any, list[str], dict[str, Any] | Callable[[Path], dict[str, Any]]]] = {
     "tdmpc": (METAWORLD_STATE, METAWORLD_ACTION, ["env.obs_type=state", "env.task=reach-v3"], {}),
     "vqbet": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], {"pretrained_backbone_weights": None}),
     "gaussian_actor": (METAWORLD_STATE, METAWORLD_ACTION, ["env.obs_type=state", "env.task=reach-v3"], {}),
     "multi_task_dit": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_multi_task_dit_config),
+    "xvla": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_xvla_config),
 }
+# Families whose noise has no per-row hook (noise.py): they run one row at a time (one_row.py).
+ONE_ROW = {"vqbet", "gaussian_actor", "multi_task_dit", "xvla", "tdmpc"}
 
 
 @pytest.mark.parametrize("kind", sorted(FAMILIES))
@@ -52,6 +56,7 @@ def test_a_family_without_a_yaml_loads_through_lerobots_factory_and_acts(
     env_config, policy = build(compose, "policy=act", f"policy.path={directory}", *env)
     runtime = getattr(policy, "base", policy)  # families without noise hooks run row by row around it
     assert runtime.policy.config.type == kind
+    assert (type(policy).__name__ == "RowwisePolicy") == (kind in ONE_ROW)
     policy.reset(env_config.tasks()[0], [1000])
     acted = np.asarray(policy.select_action(first_batch(env_config)))
     _, action_space = env_config.spaces(env_config.tasks()[0])

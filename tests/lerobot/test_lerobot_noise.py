@@ -17,6 +17,7 @@ from lerobot_hydra.config.schema import instantiate_node
 from tests.conftest import outcome, read_episodes
 from tests.helpers.lerobot_checkpoints import METAWORLD_ACTION, METAWORLD_STATE, tiny_diffusion, tiny_smolvla
 from tests.helpers.tiny_pi import tiny_gemma, tiny_pi
+from tests.helpers.tiny_xvla import tiny_xvla
 
 pytest.importorskip("lerobot")
 pytestmark = [pytest.mark.lerobot, pytest.mark.usefixtures("one_torch_thread")]
@@ -36,11 +37,13 @@ def policies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, lis
     root = tmp_path_factory.mktemp("checkpoints")
     diffusion = tiny_diffusion(root / "diffusion", METAWORLD_STATE, METAWORLD_ACTION)
     smolvla = tiny_smolvla(root / "smolvla", METAWORLD_PIXELS, METAWORLD_ACTION)
+    xvla = tiny_xvla(root / "xvla", METAWORLD_PIXELS, METAWORLD_ACTION)  # no per-row hook: one row at a time
     with tiny_gemma():  # pi0 and pi0.5 at a tiny size while the module's tests load them
         pi = {kind: tiny_pi(root / kind, kind, METAWORLD_PIXELS, METAWORLD_ACTION) for kind in ("pi0", "pi05")}
         yield {
             "diffusion": ["policy=diffusion", f"policy.path={diffusion}", *STATE],
             "smolvla": ["policy=smolvla", f"policy.path={smolvla}", *PIXELS],
+            "xvla": ["policy=xvla", f"policy.path={xvla}", *PIXELS],
             **{kind: [f"policy={kind}", f"policy.path={path}", *PIXELS] for kind, path in pi.items()},
         }
 
@@ -55,7 +58,8 @@ def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
 
 
 @pytest.mark.parametrize(
-    "family", ["diffusion", *(pytest.param(kind, marks=pytest.mark.slow) for kind in ("smolvla", "pi0", "pi05"))]
+    "family",
+    ["diffusion", *(pytest.param(kind, marks=pytest.mark.slow) for kind in ("smolvla", "pi0", "pi05", "xvla"))],
 )
 def test_stochastic_episodes_do_not_depend_on_batch_shard_or_resume(
     compose: Callable, policies: dict[str, list[str]], tmp_path: Path, family: str
