@@ -37,6 +37,17 @@ TINY_PI = {
 }
 
 
+# Why these tiny builds need LeRobot 0.6 (3.12 line): LeRobot 0.4.4's pi0/pi0.5 refuse stock transformers (they need
+# its patched fork: "An incorrect transformer version is used"), and its xvla reads Florence-2's remote-code config.
+LEROBOT_06_ONLY = "tiny pi0/pi0.5/xvla builds need LeRobot 0.6 (0.4.4 needs a patched transformers / remote code)"
+
+
+def lerobot_06() -> bool:
+    from lerobot_hydra.policies.lerobot.versions import lerobot_version
+
+    return tuple(int(part) for part in lerobot_version().split(".")[:2]) >= (0, 6)
+
+
 def _vision_config() -> Any:
     """A SigLIP vision config whose projection to the language width and MLP size stay tiny (LeRobot's PaliGemma
     builder sets them to the 2B model's after creating it), with a vision model registered for it."""

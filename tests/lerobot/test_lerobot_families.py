@@ -21,6 +21,7 @@ from tests.helpers.lerobot_checkpoints import (
     save_checkpoint,
     tiny_multi_task_dit_config,
 )
+from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06
 from tests.helpers.tiny_xvla import tiny_xvla_config
 from tests.lerobot.test_lerobot_policies import build, first_batch
 
@@ -50,6 +51,8 @@ def test_a_family_without_a_yaml_loads_through_lerobots_factory_and_acts(
     if kind not in PreTrainedConfig.get_known_choices():
         pytest.skip(f"this LeRobot line has no {kind} family")
     features, action, env, config = FAMILIES[kind]
+    if kind == "xvla" and not lerobot_06():
+        pytest.skip(LEROBOT_06_ONLY)
     config = config(tmp_path) if callable(config) else config
     directory = save_checkpoint(tmp_path / kind, kind, features, action, **config)
     # Any LeRobot YAML loads any family: the checkpoint's config.json picks the class.

@@ -29,9 +29,10 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     import lerobot.policies  # noqa: F401  registers the families
     from lerobot.configs.policies import PreTrainedConfig
 
-    if not set(FAMILIES) <= set(PreTrainedConfig.get_known_choices()):
-        pytest.skip("this LeRobot line has no pi0/pi0.5 families")
-    from tests.helpers.tiny_pi import tiny_gemma, tiny_pi
+    from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06, tiny_gemma, tiny_pi
+
+    if not set(FAMILIES) <= set(PreTrainedConfig.get_known_choices()) or not lerobot_06():
+        pytest.skip(LEROBOT_06_ONLY)
 
     root = tmp_path_factory.mktemp("pi")
     with tiny_gemma():  # the tiny size while the module's tests load them
