@@ -16,7 +16,14 @@ import pytest
 from lerobot_hydra.app.evaluation import evaluate_config
 from lerobot_hydra.config.schema import instantiate_node
 from tests.conftest import outcome, read_episodes
-from tests.helpers.lerobot_checkpoints import METAWORLD_ACTION, METAWORLD_STATE, tiny_diffusion, tiny_smolvla
+from tests.helpers.lerobot_checkpoints import (
+    METAWORLD_ACTION,
+    METAWORLD_STATE,
+    save_checkpoint,
+    tiny_diffusion,
+    tiny_smolvla,
+)
+from tests.helpers.tiny_eo1 import tiny_eo1_config
 from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06, tiny_gemma, tiny_pi
 from tests.helpers.tiny_xvla import tiny_xvla
 
@@ -46,6 +53,8 @@ def policies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, lis
         if lerobot_06():
             xvla = tiny_xvla(root / "xvla", METAWORLD_PIXELS, METAWORLD_ACTION)  # no per-row hook: one row at a time
             policies["xvla"] = ["policy=xvla", f"policy.path={xvla}", *PIXELS]
+            eo1 = save_checkpoint(root / "eo1", "eo1", METAWORLD_PIXELS, METAWORLD_ACTION, **tiny_eo1_config(root))
+            policies["eo1"] = ["policy=act", f"policy.path={eo1}", *PIXELS]  # no YAML: any loads any family
             for kind in ("pi0", "pi05"):
                 path = tiny_pi(root / kind, kind, METAWORLD_PIXELS, METAWORLD_ACTION)
                 policies[kind] = [f"policy={kind}", f"policy.path={path}", *PIXELS]
@@ -63,7 +72,7 @@ def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
 
 @pytest.mark.parametrize(
     "family",
-    ["diffusion", *(pytest.param(kind, marks=pytest.mark.slow) for kind in ("smolvla", "pi0", "pi05", "xvla"))],
+    ["diffusion", *(pytest.param(kind, marks=pytest.mark.slow) for kind in ("smolvla", "pi0", "pi05", "xvla", "eo1"))],
 )
 def test_stochastic_episodes_do_not_depend_on_batch_shard_or_resume(
     compose: Callable, policies: dict[str, list[str]], tmp_path: Path, family: str
