@@ -24,6 +24,7 @@ from tests.helpers.lerobot_checkpoints import (
     tiny_smolvla,
 )
 from tests.helpers.tiny_eo1 import tiny_eo1_config
+from tests.helpers.tiny_evo1 import tiny_evo1_config
 from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06, tiny_gemma, tiny_pi
 from tests.helpers.tiny_xvla import tiny_xvla
 
@@ -54,7 +55,9 @@ def policies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, lis
             xvla = tiny_xvla(root / "xvla", METAWORLD_PIXELS, METAWORLD_ACTION)  # no per-row hook: one row at a time
             policies["xvla"] = ["policy=xvla", f"policy.path={xvla}", *PIXELS]
             eo1 = save_checkpoint(root / "eo1", "eo1", METAWORLD_PIXELS, METAWORLD_ACTION, **tiny_eo1_config(root))
-            policies["eo1"] = ["policy=act", f"policy.path={eo1}", *PIXELS]  # no YAML: any loads any family
+            evo1 = save_checkpoint(root / "evo1", "evo1", METAWORLD_PIXELS, METAWORLD_ACTION, **tiny_evo1_config(root))
+            for kind, path in (("eo1", eo1), ("evo1", evo1)):  # no YAMLs: any one loads any family
+                policies[kind] = ["policy=act", f"policy.path={path}", *PIXELS]
             for kind in ("pi0", "pi05"):
                 path = tiny_pi(root / kind, kind, METAWORLD_PIXELS, METAWORLD_ACTION)
                 policies[kind] = [f"policy={kind}", f"policy.path={path}", *PIXELS]
@@ -70,9 +73,13 @@ def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
     return sorted(outcome(r) for r in read_episodes(out_dir))
 
 
+# Built offline on a tiny backbone each; a MetaWorld frame costs ~0.25 s on CPU, so each takes a minute or two.
+SLOW_FAMILIES = ("smolvla", "pi0", "pi05", "xvla", "eo1", "evo1")
+
+
 @pytest.mark.parametrize(
     "family",
-    ["diffusion", *(pytest.param(kind, marks=pytest.mark.slow) for kind in ("smolvla", "pi0", "pi05", "xvla", "eo1"))],
+    ["diffusion", *(pytest.param(kind, marks=pytest.mark.slow) for kind in SLOW_FAMILIES)],
 )
 def test_stochastic_episodes_do_not_depend_on_batch_shard_or_resume(
     compose: Callable, policies: dict[str, list[str]], tmp_path: Path, family: str
