@@ -43,7 +43,7 @@ FAMILIES: dict[str, tuple[Any, Any, list[str], dict[str, Any] | Callable[[Path],
     "evo1": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_evo1_config),
 }
 # Families whose noise has no per-row hook (noise.py): they run one row at a time (one_row.py).
-ONE_ROW = {"vqbet", "gaussian_actor", "multi_task_dit", "xvla", "tdmpc", "eo1", "evo1"}
+ONE_ROW = {"vqbet", "gaussian_actor", "multi_task_dit", "xvla", "tdmpc", "evo1"}
 
 
 @pytest.mark.parametrize("kind", sorted(FAMILIES))
