@@ -24,6 +24,7 @@ from tests.helpers.lerobot_checkpoints import (
 from tests.helpers.tiny_eo1 import tiny_eo1_config
 from tests.helpers.tiny_evo1 import tiny_evo1_config
 from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06
+from tests.helpers.tiny_vla_jepa import tiny_vla_jepa_config
 from tests.helpers.tiny_xvla import tiny_xvla_config
 from tests.lerobot.test_lerobot_policies import build, first_batch
 
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.lerobot
 
 # Families at their LeRobot defaults (the ImageNet backbone left out: no Hub), or at a tiny config built in the
 # test's folder (multi_task_dit on a tiny local CLIP, xvla on a tiny Florence-2 and a local tokenizer, eo1 on a tiny
-# local Qwen2.5-VL with its processor, evo1 on a tiny local InternVL).
+# local Qwen2.5-VL with its processor, evo1 on a tiny local InternVL, vla_jepa on a tiny local Qwen3-VL).
 FAMILIES: dict[str, tuple[Any, Any, list[str], dict[str, Any] | Callable[[Path], dict[str, Any]]]] = {
     "tdmpc": (METAWORLD_STATE, METAWORLD_ACTION, ["env.obs_type=state", "env.task=reach-v3"], {}),
     "vqbet": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], {"pretrained_backbone_weights": None}),
@@ -41,9 +42,10 @@ FAMILIES: dict[str, tuple[Any, Any, list[str], dict[str, Any] | Callable[[Path],
     "xvla": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_xvla_config),
     "eo1": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_eo1_config),
     "evo1": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_evo1_config),
+    "vla_jepa": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], lambda root: tiny_vla_jepa_config(root, 2)),
 }
 # Families whose noise has no per-row hook (noise.py): they run one row at a time (one_row.py).
-ONE_ROW = {"vqbet", "gaussian_actor", "multi_task_dit", "xvla", "tdmpc", "evo1"}
+ONE_ROW = {"vqbet", "gaussian_actor", "multi_task_dit", "xvla", "tdmpc", "evo1", "vla_jepa"}
 
 
 @pytest.mark.parametrize("kind", sorted(FAMILIES))

@@ -26,6 +26,7 @@ from tests.helpers.lerobot_checkpoints import (
 from tests.helpers.tiny_eo1 import tiny_eo1_config
 from tests.helpers.tiny_evo1 import tiny_evo1_config
 from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06, tiny_gemma, tiny_pi
+from tests.helpers.tiny_vla_jepa import tiny_vla_jepa_config
 from tests.helpers.tiny_xvla import tiny_xvla
 
 pytest.importorskip("lerobot")
@@ -56,7 +57,9 @@ def policies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, lis
             policies["xvla"] = ["policy=xvla", f"policy.path={xvla}", *PIXELS]
             eo1 = save_checkpoint(root / "eo1", "eo1", METAWORLD_PIXELS, METAWORLD_ACTION, **tiny_eo1_config(root))
             evo1 = save_checkpoint(root / "evo1", "evo1", METAWORLD_PIXELS, METAWORLD_ACTION, **tiny_evo1_config(root))
-            for kind, path in (("eo1", eo1), ("evo1", evo1)):  # no YAMLs: any one loads any family
+            jepa = tiny_vla_jepa_config(root, METAWORLD_ACTION[0])
+            jepa = save_checkpoint(root / "vla_jepa", "vla_jepa", METAWORLD_PIXELS, METAWORLD_ACTION, **jepa)
+            for kind, path in (("eo1", eo1), ("evo1", evo1), ("vla_jepa", jepa)):  # no YAMLs: any loads any family
                 policies[kind] = ["policy=act", f"policy.path={path}", *PIXELS]
             for kind in ("pi0", "pi05"):
                 path = tiny_pi(root / kind, kind, METAWORLD_PIXELS, METAWORLD_ACTION)
@@ -74,7 +77,7 @@ def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
 
 
 # Built offline on a tiny backbone each; a MetaWorld frame costs ~0.25 s on CPU, so each takes a minute or two.
-SLOW_FAMILIES = ("smolvla", "pi0", "pi05", "xvla", "eo1", "evo1")
+SLOW_FAMILIES = ("smolvla", "pi0", "pi05", "xvla", "eo1", "evo1", "vla_jepa")
 
 
 @pytest.mark.parametrize(
