@@ -154,7 +154,8 @@ class LeRobotPolicyConfig(PolicyConfig):
         if hooks is not None or config.type in DETERMINISTIC_FAMILIES:
             return runtime
         if rtc is not None:
-            fix = "install the lerobot that lerobot_hydra pins" if config.type in ROW_NOISE_HOOKS else "remove policy.rtc"
+            pinned = config.type in ROW_NOISE_HOOKS
+            fix = "install the lerobot that lerobot_hydra pins" if pinned else "remove policy.rtc"
             raise UserError(
                 f"policy.rtc: this lerobot's {config.type} has no per-row noise hook here, so its rows would run one "
                 f"at a time without real-time chunking; {fix}"
