@@ -50,12 +50,14 @@ def evaluate(
     progress: Progress,
     render: bool = False,
     videos: Filming | None = None,
+    finish: bool = True,
 ) -> None:
     """Run every task's remaining episodes, `max_parallel_tasks` tasks at a time, each lane with its own
     workers and its own policy state.
 
     `build_policy` makes the policy (a built one: `lambda: policy`); the workers start, and begin building their
-    first task's simulators, while it runs (policy loading and simulator creation both take seconds).
+    first task's simulators, while it runs (policy loading and simulator creation both take seconds). `finish`:
+    call the policy's `finish` at the end (False when the caller evaluates more work with it afterwards).
     """
     work = [w for w in work if w.episodes]
     if not work:
@@ -110,7 +112,8 @@ def evaluate(
                 raise
             finally:
                 pool.shutdown(wait=True)
-        built.finish()
+        if finish:
+            built.finish()
     finally:
         for pools in opened:
             close_pools(pools)

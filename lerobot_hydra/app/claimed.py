@@ -1,0 +1,108 @@
+"""A dynamic shard's run (`eval.claims=dynamic`): claim a block from the sweep's work queue (rundir/queue.py), run
+its episodes that nobody recorded yet, mark it done, and again, until every block of the sweep is done; then the
+shard's file is written complete. The policy is built once and the task just run is preferred for the next block.
+Every episode is still a function of (seed, task, index), so where it ran never changes the merge."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from lerobot_hydra.config.schema import EvalConfig
+from lerobot_hydra.core.records import EpisodeRecord
+from lerobot_hydra.policies.base import Policy
+from lerobot_hydra.rollout.build import RunParts
+from lerobot_hydra.rollout.plan import claim_blocks
+from lerobot_hydra.rollout.runner import TaskWork
+from lerobot_hydra.rollout.stopping import RunInterrupted
+from lerobot_hydra.rundir.queue import Claim, WorkQueue
+from lerobot_hydra.rundir.shard_file import fingerprint
+from lerobot_hydra.rundir.store import RunStore
+
+log = logging.getLogger("lerobot_hydra")
+
+RunLanes = Callable[..., RunInterrupted | None]
+
+
+def queue_dir(out_dir: Path, identity: dict[str, Any], num_shards: int) -> Path:
+    """Beside the shard dirs (a sweep's combination dir): one queue per configuration and shard count."""
+    return out_dir.parent / f".queue_{fingerprint(identity)}_of_{num_shards}"
+
+
+class _Guarded:
+    """Records into the store only while the claim holds: a job that lost its lease records nothing more."""
+
+    def __init__(self, claim: Claim, store: RunStore) -> None:
+        self.claim, self.store, self.dropped = claim, store, 0
+
+    def __call__(self, record: EpisodeRecord) -> None:
+        if self.claim.lost():
+            self.dropped += 1
+        else:
+            self.store.add(record)
+
+
+def run_claimed(
+    cfg: DictConfig,
+    eval_cfg: EvalConfig,
+    parts: RunParts,
+    store: RunStore,
+    identity: dict[str, Any],
+    run_lanes: RunLanes,
+) -> tuple[RunInterrupted | None, list[TaskWork]]:
+    """Claims and runs blocks until the queue is drained or the run is stopped (the interruption is returned);
+    `run_lanes`: app/evaluation.py's, which runs one block's work into `store`."""
+    num_shards = eval_cfg.num_shards or 1
+    regions = claim_blocks([t.key for t in parts.tasks], eval_cfg.n_episodes, num_shards)
+    root = queue_dir(store.out_dir, identity, num_shards)
+    by_key = {t.key: t for t in parts.tasks}
+    built: list[Policy] = []
+
+    def build_policy() -> Policy:
+        if not built:
+            built.append(parts.build_policy())
+        return built[0]
+
+    work: list[TaskWork] = []
+    held: tuple[str, int] | None = None
+    with WorkQueue(root, regions, eval_cfg.shard_id, store.out_dir, eval_cfg.lease_s) as queue:
+        try:
+            while (claim := queue.next_claim(held)) is not None:
+                block = claim.block
+                recorded = store.done() | queue.recorded_elsewhere(claim, store.out_dir)
+                todo = [k for k in block.episodes if (*block.key, k) not in recorded]
+                log.info(
+                    "claimed %s/%d episodes %d-%d (%d to run)%s",
+                    *block.key,
+                    block.first,
+                    block.last,
+                    len(todo),
+                    f", taken over (generation {claim.gen})" if claim.gen else "",
+                )
+                work = [TaskWork(by_key[block.key], todo)]
+                guard = _Guarded(claim, store)
+                if todo:
+                    stopped = run_lanes(cfg, eval_cfg, parts, store, work, build_policy, guard, last=False)
+                    if stopped is not None:
+                        return stopped, work
+                if guard.dropped:
+                    log.warning(
+                        "lost the claim of %s/%d episodes %d-%d to another job", *block.key, block.first, block.last
+                    )
+                else:
+                    queue.finish(claim)
+                held = block.key
+        except RunInterrupted as err:  # while waiting for a claim
+            store.write()
+            return err.with_traceback(None), work
+    if built:
+        built[0].finish()
+    else:
+        parts.policy.completed_unbuilt()
+    store.drained = True
+    store.write()
+    return None, work
