@@ -14,14 +14,17 @@ from omegaconf import DictConfig
 
 from lerobot_hydra.config.schema import EvalConfig
 from lerobot_hydra.core.records import EpisodeRecord
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.rollout.build import RunParts
+from lerobot_hydra.rollout.lanes import Pools
 from lerobot_hydra.rollout.plan import claim_blocks
 from lerobot_hydra.rollout.runner import TaskWork
 from lerobot_hydra.rollout.stopping import RunInterrupted
 from lerobot_hydra.rundir.queue import Claim, WorkQueue
 from lerobot_hydra.rundir.shard_file import fingerprint
 from lerobot_hydra.rundir.store import RunStore
+from lerobot_hydra.vector.task_envs import EnvPool, stop_worker_servers
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -31,6 +34,32 @@ RunLanes = Callable[..., RunInterrupted | None]
 def queue_dir(out_dir: Path, identity: dict[str, Any], num_shards: int) -> Path:
     """Beside the shard dirs (a sweep's combination dir): one queue per configuration and shard count."""
     return out_dir.parent / f".queue_{fingerprint(identity)}_of_{num_shards}"
+
+
+class PoolCache:
+    """The shard's envs, kept from block to block (`make_pools` of lanes.evaluate): one pool per spaces and
+    rendering, replaced only when a block needs more sub-envs, so a block of the task just run builds nothing."""
+
+    def __init__(self) -> None:
+        self._pools: dict[tuple[str, bool], EnvPool] = {}
+
+    def __call__(self, config: EnvConfig, tasks: list[TaskSpec], n_envs: int, use_async: bool, render: bool) -> Pools:
+        out = {}
+        for task in tasks:
+            spaces = config.spaces(task)
+            key = (repr(spaces), render)
+            pool = self._pools.get(key)
+            if pool is None or pool.num_envs < n_envs:
+                if pool is not None:
+                    pool.close()
+                pool = self._pools[key] = EnvPool(config, n_envs, use_async, spaces, render)
+            out[task.key] = pool
+        return out
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()
 
 
 class _Guarded:
@@ -69,6 +98,7 @@ def run_claimed(
 
     work: list[TaskWork] = []
     held: tuple[str, int] | None = None
+    pools = PoolCache()
     with WorkQueue(root, regions, eval_cfg.shard_id, store.out_dir, eval_cfg.lease_s) as queue:
         try:
             while (claim := queue.next_claim(held)) is not None:
@@ -86,7 +116,7 @@ def run_claimed(
                 work = [TaskWork(by_key[block.key], todo)]
                 guard = _Guarded(claim, store)
                 if todo:
-                    stopped = run_lanes(cfg, eval_cfg, parts, store, work, build_policy, guard, last=False)
+                    stopped = run_lanes(cfg, eval_cfg, parts, store, work, build_policy, guard, False, pools)
                     if stopped is not None:
                         return stopped, work
                 if guard.dropped:
@@ -99,6 +129,9 @@ def run_claimed(
         except RunInterrupted as err:  # while waiting for a claim
             store.write()
             return err.with_traceback(None), work
+        finally:
+            pools.close()
+            stop_worker_servers()
     if built:
         built[0].finish()
     else:

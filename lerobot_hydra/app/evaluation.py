@@ -21,7 +21,7 @@ from lerobot_hydra.outputs.video import VideoRecorder, without_missing_videos
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.results.aggregate import Results, aggregate
 from lerobot_hydra.rollout.build import RunParts, build_run
-from lerobot_hydra.rollout.lanes import evaluate
+from lerobot_hydra.rollout.lanes import MakePools, evaluate
 from lerobot_hydra.rollout.plan import TaskBlock, plan_size, shard_plan
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.provenance import collect as collect_provenance
@@ -115,11 +115,12 @@ def run_lanes(
     build_policy: Callable[[], Policy] | None = None,
     on_record: OnRecord | None = None,
     last: bool = True,
+    make_pools: MakePools | None = None,
 ) -> RunInterrupted | None:
     """Runs `work`, every record into `store` (through `on_record` when given), whose shard file is written at the
     end whatever happens; returns the interruption (Ctrl-C, SLURM's signals) that stopped it, if one did. With
-    `last` false more work follows with the same policy (`build_policy`), so it is neither finished nor reported
-    unbuilt."""
+    `last` false more work follows with the same policy (`build_policy`) and envs (`make_pools`, owned by the
+    caller), so the policy is neither finished nor reported unbuilt and the worker servers keep running."""
     out_dir = store.out_dir
     videos = video_recorder(eval_cfg, parts.env, work, out_dir)
     try:
@@ -141,13 +142,15 @@ def run_lanes(
                 render=videos is not None,
                 videos=videos,
                 finish=last,
+                make_pools=make_pools,
             )
         elif last:
             parts.policy.completed_unbuilt()
     except RunInterrupted as err:
         return err.with_traceback(None)  # its frames would keep the closed workers' shared memory alive
     finally:
-        stop_worker_servers()
+        if last:
+            stop_worker_servers()
         if videos is not None:
             videos.close()
         store.records[:] = without_missing_videos(store.records, out_dir)

@@ -1,5 +1,6 @@
-"""MetaWorld whose steps are slowed in one SLURM array task only: one shard of a sweep runs slower while every
-shard has the same configuration (so they merge as one run; the episodes' outcomes are MetaWorld's own)."""
+"""MetaWorld with a sleep in every step, longer in one shard only: one shard of a sweep runs slower while every
+shard has the same configuration (so they merge as one run; the episodes' outcomes are MetaWorld's own). The shard
+is the SLURM array task (a sweep's shard id) or, for shards started by hand, `LEROBOT_HYDRA_TEST_SHARD`."""
 
 from __future__ import annotations
 
@@ -16,12 +17,14 @@ from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig, MetaWorldTaskEnv
 
 @dataclass
 class SlowShardMetaWorldConfig(MetaWorldEnvConfig):
-    slow_array_task: int = -1  # the SLURM array task (= shard id in a sweep) whose steps are slowed
-    step_sleep_s: float = 0.0
+    step_sleep_s: float = 0.0  # every shard's steps
+    slow_array_task: int = -1  # the shard whose steps sleep `slow_step_sleep_s` instead
+    slow_step_sleep_s: float = 0.0
 
     def build(self, task: TaskSpec, render: bool) -> Any:
-        slow = os.environ.get("SLURM_ARRAY_TASK_ID") == str(self.slow_array_task)
-        return _SlowTaskEnv(self, task, render, self.step_sleep_s if slow else 0.0)
+        shard = os.environ.get("SLURM_ARRAY_TASK_ID", os.environ.get("LEROBOT_HYDRA_TEST_SHARD"))
+        slow = shard == str(self.slow_array_task)
+        return _SlowTaskEnv(self, task, render, self.slow_step_sleep_s if slow else self.step_sleep_s)
 
 
 class _SlowTaskEnv(MetaWorldTaskEnv):

@@ -25,7 +25,7 @@ EXPERT = ("env.task=[reach-v3,push-v3]", "eval.n_episodes=4", "env.episode_lengt
 SLOWED = (
     "env._target_=tests.helpers.slow_shard_env.SlowShardMetaWorldConfig",
     "+env.slow_array_task=1",
-    "+env.step_sleep_s=0.3",
+    "+env.slow_step_sleep_s=0.3",
 )
 # Random actions never succeed early: every episode runs its full length (~2 s).
 RANDOM = (
