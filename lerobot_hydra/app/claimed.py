@@ -88,7 +88,6 @@ def run_claimed(
     num_shards = eval_cfg.num_shards or 1
     regions = claim_blocks([t.key for t in parts.tasks], eval_cfg.n_episodes, num_shards)
     root = queue_dir(store.out_dir, identity, num_shards)
-    by_key = {t.key: t for t in parts.tasks}
     built: list[Policy] = []
 
     def build_policy() -> Policy:
@@ -96,46 +95,48 @@ def run_claimed(
             built.append(parts.build_policy())
         return built[0]
 
+    def run_block(work: list[TaskWork], guard: _Guarded) -> RunInterrupted | None:
+        return run_lanes(cfg, eval_cfg, parts, store, work, build_policy, guard, False, pools)
+
     work: list[TaskWork] = []
     held: tuple[str, int] | None = None
     pools = PoolCache()
     with WorkQueue(root, regions, eval_cfg.shard_id, store.out_dir, eval_cfg.lease_s) as queue:
         try:
             while (claim := queue.next_claim(held)) is not None:
-                block = claim.block
-                recorded = store.done() | queue.recorded_elsewhere(claim, store.out_dir)
-                todo = [k for k in block.episodes if (*block.key, k) not in recorded]
-                log.info(
-                    "claimed %s/%d episodes %d-%d (%d to run)%s",
-                    *block.key,
-                    block.first,
-                    block.last,
-                    len(todo),
-                    f", taken over (generation {claim.gen})" if claim.gen else "",
-                )
-                work = [TaskWork(by_key[block.key], todo)]
+                work = _block_work(claim, queue, store, parts)
                 guard = _Guarded(claim, store)
-                if todo:
-                    stopped = run_lanes(cfg, eval_cfg, parts, store, work, build_policy, guard, False, pools)
-                    if stopped is not None:
-                        return stopped, work
+                if work[0].episodes and (stopped := run_block(work, guard)) is not None:
+                    return stopped, work
                 if guard.dropped:
-                    log.warning(
-                        "lost the claim of %s/%d episodes %d-%d to another job", *block.key, block.first, block.last
-                    )
+                    log.warning("lost the claim of %s/%d episodes %d-%d to another job", *_where(claim))
                 else:
                     queue.finish(claim)
-                held = block.key
+                held = claim.block.key
+            if built:
+                built[0].finish()
+            else:
+                parts.policy.completed_unbuilt()
+            store.drained = True
         except RunInterrupted as err:  # while waiting for a claim
-            store.write()
             return err.with_traceback(None), work
         finally:
             pools.close()
             stop_worker_servers()
-    if built:
-        built[0].finish()
-    else:
-        parts.policy.completed_unbuilt()
-    store.drained = True
-    store.write()
+            store.write()  # whatever happened: the shard file, complete once the queue is drained
     return None, work
+
+
+def _where(claim: Claim) -> tuple[str, int, int, int]:
+    return (*claim.block.key, claim.block.first, claim.block.last)
+
+
+def _block_work(claim: Claim, queue: WorkQueue, store: RunStore, parts: RunParts) -> list[TaskWork]:
+    """The claimed block's episodes that neither this shard nor the block's earlier owners recorded."""
+    block = claim.block
+    recorded = store.done() | queue.recorded_elsewhere(claim, store.out_dir)
+    todo = [k for k in block.episodes if (*block.key, k) not in recorded]
+    taken = f", taken over (generation {claim.gen})" if claim.gen else ""
+    log.info("claimed %s/%d episodes %d-%d (%d to run)%s", *_where(claim), len(todo), taken)
+    task = next(t for t in parts.tasks if t.key == block.key)
+    return [TaskWork(task, todo)]

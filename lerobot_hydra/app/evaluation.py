@@ -154,7 +154,8 @@ def run_lanes(
         if videos is not None:
             videos.close()
         store.records[:] = without_missing_videos(store.records, out_dir)
-        store.write()
+        if last:  # else the caller writes the shard file once its last work has run
+            store.write()
     return None
 
 
