@@ -163,20 +163,22 @@ class WorkQueue:
         region = max(sorted(left), key=lambda k: left[k])
         return [i for i in candidates if self.region_of[i] == region][-1]
 
-    def try_claim(self, held: tuple[str, int] | None) -> Claim | None | bool:
+    def try_claim(self, held: tuple[str, int] | None) -> Claim | bool:
         """One attempt: a Claim; True when every block is done; False when none is free now (others hold them)."""
         done, claims = self._state()
         if len(done) == len(self.blocks):
             return True
         free = [i for i in range(len(self.blocks)) if i not in done and i not in claims]
-        if free:
-            return self._create(self._pick(free, held), 0) or False
-        now = self._now()
-        taken = [i for i in sorted(claims) if i not in done]
-        expired = [i for i in taken if self._expired(self._token_of(claims[i][1], now), now)]
-        if expired:
-            index = self._pick(expired, held)
-            return self._create(index, claims[index][0] + 1) or False
+        if not free:
+            now = self._now()
+            taken = [i for i in sorted(claims) if i not in done]
+            free = [i for i in taken if self._expired(self._token_of(claims[i][1], now), now)]
+        while free:  # another job may create the same claim first: then the next candidate, at once
+            index = self._pick(free, held)
+            claim = self._create(index, claims[index][0] + 1 if index in claims else 0)
+            if claim is not None:
+                return claim
+            free.remove(index)
         return False
 
     def next_claim(self, held: tuple[str, int] | None, poll_s: float = 0.5) -> Claim | None:
