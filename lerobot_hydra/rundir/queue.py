@@ -110,8 +110,11 @@ class WorkQueue:
             return False
         path = self.root / "owners" / f"{token}.json"
         try:
-            if now - path.stat().st_mtime > self.lease_s:
-                return True
+            # Opened, not just stat'ed: an NFS client revalidates a file's attributes at open (close-to-open
+            # consistency), where a stat may answer from its attribute cache, up to a minute old.
+            with open(path, "rb") as f:
+                if now - os.fstat(f.fileno()).st_mtime > self.lease_s:
+                    return True
         except OSError:
             return True
         owner = self._owner(token)
