@@ -13,6 +13,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from lerobot_hydra.config.schema import EvalConfig
+from lerobot_hydra.core.layout import queue_dir_name
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.policies.base import Policy
@@ -33,7 +34,7 @@ RunLanes = Callable[..., RunInterrupted | None]
 
 def queue_dir(out_dir: Path, identity: dict[str, Any], num_shards: int) -> Path:
     """Beside the shard dirs (a sweep's combination dir): one queue per configuration and shard count."""
-    return out_dir.parent / f".queue_{fingerprint(identity)}_of_{num_shards}"
+    return out_dir.parent / queue_dir_name(fingerprint(identity), num_shards)
 
 
 class PoolCache:

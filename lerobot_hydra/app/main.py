@@ -11,15 +11,16 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from lerobot_hydra.app.cli import install_error_reporting, prepare_argv
+from lerobot_hydra.app.cli import one_line_errors
 from lerobot_hydra.config import schema as schemas
 from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.launch import schemas as launcher_schemas  # noqa: F401  registers the hydra/launcher options
 from lerobot_hydra.results.aggregate import Results
 from lerobot_hydra.rollout.stopping import RunInterrupted, print_status, stop_signals
 
 log = logging.getLogger("lerobot_hydra")
 
-# conf/ ships inside the package, launcher presets under conf/hydra/launcher/.
+# conf/ ships inside the package, our launchers and their presets under conf/hydra/launcher/ (launch/schemas.py).
 CONFIG_PATH = "pkg://lerobot_hydra.conf"
 
 
@@ -61,13 +62,8 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    install_error_reporting()
-    try:
-        prepare_argv(sys.argv)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
-    _hydra_main()
+    with one_line_errors():
+        _hydra_main()
 
 
 if __name__ == "__main__":

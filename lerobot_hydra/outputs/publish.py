@@ -12,11 +12,12 @@ from typing import Any
 
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.core.layout import COMPARISON_PLOT, EVAL_INFO_FILE, SUCCESS_PLOT, SWEEP_HEATMAP
 from lerobot_hydra.loggers.base import ExperimentLogger, RunMeta, build_loggers
 from lerobot_hydra.loggers.run_meta import merged_run, sweep_run
 from lerobot_hydra.outputs import report
 from lerobot_hydra.results.aggregate import Results
-from lerobot_hydra.results.eval_info import EVAL_INFO_FILE, to_eval_info
+from lerobot_hydra.results.eval_info import to_eval_info
 from lerobot_hydra.results.table import format_table
 
 log = logging.getLogger("lerobot_hydra")
@@ -85,14 +86,14 @@ def publish_sweep(
     from lerobot_hydra.outputs import plots
 
     images = {}
-    heatmap = _draw("the sweep heatmap", plots.sweep_heatmap, results, sweep_dir / plots.SWEEP_HEATMAP)
+    heatmap = _draw("the sweep heatmap", plots.sweep_heatmap, results, sweep_dir / SWEEP_HEATMAP)
     if heatmap is not None:
         images["sweep_heatmap"] = heatmap
         print(f"Sweep heatmap: {heatmap}", flush=True)
     if summary is None:
         return heatmap
     if summary["comparisons"]:
-        path = sweep_dir / plots.COMPARISON_PLOT
+        path = sweep_dir / COMPARISON_PLOT
         forest = _draw(
             "the comparison plot", plots.comparison_forest, summary["comparisons"], summary["baseline"], path
         )
@@ -169,7 +170,7 @@ def _report(
 def _plots(results: Results, out_dir: Path) -> dict[str, Path]:
     if not results.tasks:
         return {}
-    from lerobot_hydra.outputs.plots import SUCCESS_PLOT, success_by_task
+    from lerobot_hydra.outputs.plots import success_by_task
 
     try:
         return {"success_by_task": success_by_task(results, out_dir / SUCCESS_PLOT)}

@@ -5,9 +5,9 @@ Only two operations decide anything, and both are atomic on NFS (v3 and later): 
 
     <root>/owners/<token>.json  one per job session: its shard id, host, pid and run dir; its mtime is the lease,
                                 renewed by a heartbeat thread every `lease_s / 4` seconds
-    <root>/claims/<block>.<gen> the claim of block <block> (rollout/plan.py `claim_blocks`), holding its owner's
+    <root>/claimed/<block>.<gen> the claim of block <block> (rollout/plan.py `claim_blocks`), holding its owner's
                                 token; generation 0 is the first claim, each take-over creates the next one
-    <root>/done/<block>         every episode of the block is recorded (somewhere)
+    <root>/finished/<block>     every episode of the block is recorded (somewhere)
 
 A block belongs to its highest generation's owner while that owner's lease holds: its owner file was touched
 within `lease_s` (compared with this job's own file's mtime, just touched, so that every time is the file
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lerobot_hydra.core.durable import write_json_atomic
-from lerobot_hydra.core.labels import EPISODES_FILE
+from lerobot_hydra.core.layout import EPISODES_FILE, QUEUE_CLAIMS_DIR, QUEUE_DONE_DIR, QUEUE_OWNERS_DIR
 from lerobot_hydra.core.records import read_jsonl
 from lerobot_hydra.rollout.plan import TaskBlock
 
@@ -47,7 +47,7 @@ class Claim:
 
     def lost(self) -> bool:
         """Whether another job has taken this block over since (a stat; checked before each record)."""
-        return (self.root / "claims" / f"{self.index}.{self.gen + 1}").exists()
+        return (self.root / QUEUE_CLAIMS_DIR / f"{self.index}.{self.gen + 1}").exists()
 
 
 def _pid_alive(pid: int) -> bool:
@@ -71,9 +71,9 @@ class WorkQueue:
         self.blocks = [b for region in regions for b in region]
         self.region_of = [k for k, region in enumerate(regions) for _ in region]
         self.token = f"{shard_id}-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
-        for sub in ("owners", "claims", "done"):
+        for sub in (QUEUE_OWNERS_DIR, QUEUE_CLAIMS_DIR, QUEUE_DONE_DIR):
             (root / sub).mkdir(parents=True, exist_ok=True)
-        self._owner_path = root / "owners" / f"{self.token}.json"
+        self._owner_path = root / QUEUE_OWNERS_DIR / f"{self.token}.json"
         info = {"shard_id": shard_id, "host": socket.gethostname(), "pid": os.getpid(), "dir": str(run_dir)}
         write_json_atomic(self._owner_path, info)
         self._stop = threading.Event()
@@ -101,14 +101,14 @@ class WorkQueue:
 
     def _owner(self, token: str) -> dict | None:
         try:
-            return json.loads((self.root / "owners" / f"{token}.json").read_text())
+            return json.loads((self.root / QUEUE_OWNERS_DIR / f"{token}.json").read_text())
         except (OSError, ValueError):
             return None
 
     def _expired(self, token: str, now: float) -> bool:
         if token == self.token:
             return False
-        path = self.root / "owners" / f"{token}.json"
+        path = self.root / QUEUE_OWNERS_DIR / f"{token}.json"
         try:
             # Opened, not just stat'ed: an NFS client revalidates a file's attributes at open (close-to-open
             # consistency), where a stat may answer from its attribute cache, up to a minute old.
@@ -122,16 +122,16 @@ class WorkQueue:
 
     def _state(self) -> tuple[set[int], dict[int, tuple[int, str]]]:
         """(done blocks, block -> (its highest claim generation, that claim's file name))."""
-        done = {int(n) for n in os.listdir(self.root / "done") if n.isdigit()}
+        done = {int(n) for n in os.listdir(self.root / QUEUE_DONE_DIR) if n.isdigit()}
         claims: dict[int, tuple[int, str]] = {}
-        for name in os.listdir(self.root / "claims"):
+        for name in os.listdir(self.root / QUEUE_CLAIMS_DIR):
             index, _, gen = name.partition(".")
             if index.isdigit() and gen.isdigit() and int(gen) >= claims.get(int(index), (-1, ""))[0]:
                 claims[int(index)] = (int(gen), name)
         return done, claims
 
     def _token_of(self, name: str, now: float) -> str:
-        path = self.root / "claims" / name
+        path = self.root / QUEUE_CLAIMS_DIR / name
         token = path.read_text().strip()
         # A claim whose creator died before writing its token: expired once it is older than a lease.
         if not token and now - path.stat().st_mtime <= self.lease_s:
@@ -139,7 +139,7 @@ class WorkQueue:
         return token
 
     def _create(self, index: int, gen: int) -> Claim | None:
-        path = self.root / "claims" / f"{index}.{gen}"
+        path = self.root / QUEUE_CLAIMS_DIR / f"{index}.{gen}"
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except FileExistsError:
@@ -197,7 +197,8 @@ class WorkQueue:
 
     def finish(self, claim: Claim) -> None:
         try:
-            os.close(os.open(self.root / "done" / str(claim.index), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            mark = self.root / QUEUE_DONE_DIR / str(claim.index)
+            os.close(os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
         except FileExistsError:
             pass
 
@@ -206,7 +207,7 @@ class WorkQueue:
         dirs = set()
         for gen in range(claim.gen):
             try:
-                owner = self._owner((self.root / "claims" / f"{claim.index}.{gen}").read_text().strip())
+                owner = self._owner((self.root / QUEUE_CLAIMS_DIR / f"{claim.index}.{gen}").read_text().strip())
             except OSError:
                 continue
             if owner is not None and Path(owner["dir"]) != own_dir:

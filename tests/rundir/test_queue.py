@@ -11,7 +11,7 @@ import signal
 import time
 from pathlib import Path
 
-from lerobot_hydra.core.labels import EPISODES_FILE
+from lerobot_hydra.core.layout import EPISODES_FILE, QUEUE_DONE_DIR
 from lerobot_hydra.core.records import EpisodeRecord, append_jsonl
 from lerobot_hydra.rollout.plan import TaskBlock, claim_blocks
 from lerobot_hydra.rundir.queue import Claim, WorkQueue
@@ -70,7 +70,7 @@ def test_concurrent_jobs_claim_every_block_once(tmp_path: Path) -> None:
     n_blocks = sum(len(r) for r in claim_blocks(KEYS, 10, 4))
     assert sorted(i for i, _ in claimed) == list(range(n_blocks))
     assert {gen for _, gen in claimed} == {0}
-    assert sorted(os.listdir(root / "done"), key=int) == [str(i) for i in range(n_blocks)]
+    assert sorted(os.listdir(root / QUEUE_DONE_DIR), key=int) == [str(i) for i in range(n_blocks)]
 
 
 def test_a_wedged_job_loses_its_lease_and_records_nothing_after(tmp_path: Path) -> None:
