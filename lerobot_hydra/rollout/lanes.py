@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 
 from lerobot_hydra.core.records import EpisodeRecord
-from lerobot_hydra.envs.base import EnvConfig
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.processors.pipeline import Pipeline
 from lerobot_hydra.rollout.filming import Filming
@@ -22,6 +22,7 @@ from lerobot_hydra.rollout.runner import OnRecord, RolloutContext, TaskWork, run
 from lerobot_hydra.vector.task_envs import EnvPool, close_pools, create_pools
 
 Pools = dict[tuple[str, int], EnvPool]
+MakePools = Callable[[EnvConfig, list[TaskSpec], int, bool, bool], Pools]
 
 
 def segments(lane_work: list[TaskWork], pools: Pools) -> list[list[TaskWork]]:
@@ -50,12 +51,17 @@ def evaluate(
     progress: Progress,
     render: bool = False,
     videos: Filming | None = None,
+    finish: bool = True,
+    make_pools: MakePools | None = None,
 ) -> None:
     """Run every task's remaining episodes, `max_parallel_tasks` tasks at a time, each lane with its own
     workers and its own policy state.
 
     `build_policy` makes the policy (a built one: `lambda: policy`); the workers start, and begin building their
-    first task's simulators, while it runs (policy loading and simulator creation both take seconds).
+    first task's simulators, while it runs (policy loading and simulator creation both take seconds). `finish`:
+    call the policy's `finish` at the end (False when the caller evaluates more work with it afterwards).
+    `make_pools`: where the lanes' envs come from instead of `create_pools`; the caller then owns (and closes)
+    them, so that they, and the simulators their slots hold, serve the caller's next call too.
     """
     work = [w for w in work if w.episodes]
     if not work:
@@ -71,8 +77,9 @@ def evaluate(
             on_record(record)
 
     def start_lane(lane_work: list[TaskWork]) -> Pools:
-        pools = create_pools(env_cfg, [w.task for w in lane_work], n_envs, use_async, render)
-        opened.append(pools)
+        pools = (make_pools or create_pools)(env_cfg, [w.task for w in lane_work], n_envs, use_async, render)
+        if make_pools is None:
+            opened.append(pools)
         first = segments(lane_work, pools)[0]
         pool = pools[first[0].task.key]
         # Each sub-env builds the simulator of the first episode it will run (mixed) or could run (unmixed).
@@ -110,7 +117,8 @@ def evaluate(
                 raise
             finally:
                 pool.shutdown(wait=True)
-        built.finish()
+        if finish:
+            built.finish()
     finally:
         for pools in opened:
             close_pools(pools)
