@@ -145,16 +145,13 @@ class Evaluator:
 
         settings = lane_settings(self.cfg, self.eval_cfg, parts, render=videos is not None)
         assert self.live.live is not None
-        with caller_state_kept(self.live.live.policy):
-            run_lanes(
-                settings,
-                work,
-                parts.build_policy,
-                on_record,
-                Progress(self.eval_cfg.progress_interval_s),
-                videos,
-                self._warm,
-            )
+        progress = Progress(self.eval_cfg.progress_interval_s)
+        try:
+            with caller_state_kept(self.live.live.policy):
+                run_lanes(settings, work, parts.build_policy, on_record, progress, videos, make_pools=self._warm)
+        except BaseException:
+            self._warm.close()  # workers stopped mid-episode or failed: none is reused
+            raise
 
     def run_meta(self, step: int | None, out_dir: Path | None) -> RunMeta:
         config = {**plain_config(self.cfg), "step": step, "out_dir": None if out_dir is None else str(out_dir)}

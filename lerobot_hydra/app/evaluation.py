@@ -11,6 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from lerobot_hydra.app.claimed import run_claimed
 from lerobot_hydra.app.sequential import run_rounds
 from lerobot_hydra.config.schema import EvalConfig, resolve_target
 from lerobot_hydra.config.validation import check_sequential, check_shards_have_work
@@ -19,13 +20,14 @@ from lerobot_hydra.loggers.base import ExperimentLogger, build_loggers
 from lerobot_hydra.loggers.run_meta import shard_run, single_run
 from lerobot_hydra.outputs.publish import publish, publish_shard
 from lerobot_hydra.outputs.video import VideoRecorder, without_missing_videos
+from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.results.aggregate import Results, aggregate
 from lerobot_hydra.rollout.build import RunParts, build_run
-from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
+from lerobot_hydra.rollout.lanes import LaneSettings, MakePools, evaluate
 from lerobot_hydra.rollout.plan import TaskBlock, plan_size, shard_plan
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.provenance import collect as collect_provenance
-from lerobot_hydra.rollout.runner import TaskWork
+from lerobot_hydra.rollout.runner import OnRecord, TaskWork
 from lerobot_hydra.rollout.stopping import RunInterrupted
 from lerobot_hydra.rundir.store import RunStore
 from lerobot_hydra.vector.task_envs import prestart_workers, stop_worker_servers
@@ -78,25 +80,23 @@ def evaluate_config(
     tasks = parts.tasks
     num_shards = eval_cfg.num_shards or 1
     check_shards_have_work(len(tasks) * eval_cfg.n_episodes, num_shards, len(tasks), eval_cfg.n_episodes)
-    plan = shard_plan([t.key for t in tasks], eval_cfg.n_episodes, eval_cfg.shard_id, num_shards)
+    dynamic = eval_cfg.claims == "dynamic" and num_shards > 1
+    keys = [t.key for t in tasks]
+    # A dynamic shard may record any episode: its plan is the whole run's.
+    plan = shard_plan(keys, eval_cfg.n_episodes, 0 if dynamic else eval_cfg.shard_id, 1 if dynamic else num_shards)
     checkpoint = parts.policy.identity()
     provenance = collect_provenance(parts.env, parts.policy, checkpoint, cfg.device)
     identity = run_identity(cfg, eval_cfg, checkpoint)
+    if dynamic:
+        identity["claims"] = "dynamic"
     with RunStore(out_dir, identity, eval_cfg.shard_id, num_shards, tasks, plan, label, provenance=provenance) as store:
         if on_locked is not None:
             on_locked()
+        if dynamic:
+            interrupted, work = run_claimed(cfg, eval_cfg, parts, store, identity, run_lanes)
+            return _publish(cfg, eval_cfg, loggers, store, work, label, interrupted)
         work = plan_work(tasks, plan, store)
-        if store.resumed:
-            log.info(
-                "resuming in %s: %d episodes already recorded, %d to run",
-                out_dir,
-                store.resumed,
-                sum(len(w.episodes) for w in work),
-            )
-        if num_shards > 1:
-            log.info(
-                "shard %d of %d: %d episodes over %d tasks", eval_cfg.shard_id, num_shards, plan_size(plan), len(work)
-            )
+        _log_plan(store, eval_cfg, plan, work)
         sequential = None
         if limit is not None:
             for key, n in limit.stops.items():
@@ -120,6 +120,16 @@ def evaluate_config(
         return _publish(cfg, eval_cfg, loggers, store, work, label, interrupted, sequential)
 
 
+def _log_plan(store: RunStore, eval_cfg: EvalConfig, plan: list[TaskBlock], work: list[TaskWork]) -> None:
+    """What a resumed run or a shard has to run, said once."""
+    if store.resumed:
+        to_run = sum(len(w.episodes) for w in work)
+        log.info("resuming in %s: %d episodes already recorded, %d to run", store.out_dir, store.resumed, to_run)
+    num_shards = eval_cfg.num_shards or 1
+    if num_shards > 1:
+        log.info("shard %d of %d: %d episodes over %d tasks", eval_cfg.shard_id, num_shards, plan_size(plan), len(work))
+
+
 def plan_work(tasks: list[TaskSpec], plan: list[TaskBlock], store: RunStore) -> list[TaskWork]:
     """Each planned task's episodes not yet recorded in `store`, in task order; linear in the episodes."""
     by_key = {t.key: t for t in tasks}
@@ -133,10 +143,20 @@ def plan_work(tasks: list[TaskSpec], plan: list[TaskBlock], store: RunStore) -> 
 
 
 def run_lanes(
-    cfg: DictConfig, eval_cfg: EvalConfig, parts: RunParts, store: RunStore, work: list[TaskWork]
+    cfg: DictConfig,
+    eval_cfg: EvalConfig,
+    parts: RunParts,
+    store: RunStore,
+    work: list[TaskWork],
+    build_policy: Callable[[], Policy] | None = None,
+    on_record: OnRecord | None = None,
+    last: bool = True,
+    make_pools: MakePools | None = None,
 ) -> RunInterrupted | None:
-    """Runs `work`, every record into `store`, whose shard file is written at the end whatever happens; returns
-    the interruption (Ctrl-C, SLURM's signals) that stopped it, if one did."""
+    """Runs `work`, every record into `store` (through `on_record` when given), whose shard file is written at the
+    end whatever happens; returns the interruption (Ctrl-C, SLURM's signals) that stopped it, if one did. With
+    `last` false more work follows with the same policy (`build_policy`) and envs (`make_pools`, owned by the
+    caller), so the policy is neither finished nor reported unbuilt and the worker servers keep running."""
     out_dir = store.out_dir
     videos = video_recorder(eval_cfg, parts.env, work, out_dir)
     try:
@@ -146,21 +166,25 @@ def run_lanes(
             evaluate(
                 lane_settings(cfg, eval_cfg, parts, render=videos is not None),
                 work,
-                parts.build_policy,
-                on_record=store.add,
+                build_policy or parts.build_policy,
+                on_record=on_record or store.add,
                 progress=Progress(eval_cfg.progress_interval_s),
                 videos=videos,
+                finish=last,
+                make_pools=make_pools,
             )
-        else:
+        elif last:
             parts.policy.completed_unbuilt()
     except RunInterrupted as err:
         return err.with_traceback(None)  # its frames would keep the closed workers' shared memory alive
     finally:
-        stop_worker_servers()
+        if last:
+            stop_worker_servers()
         if videos is not None:
             videos.close()
         store.records[:] = without_missing_videos(store.records, out_dir)
-        store.write()
+        if last:  # else the caller writes the shard file once its last work has run
+            store.write()
     return None
 
 

@@ -60,6 +60,11 @@ class EvalConfig:
     num_shards: int | None = None
     # Seconds between progress lines when stderr is not a terminal (SLURM logs).
     progress_interval_s: float = 30.0
+    # How a sharded run's shards share the work: static (shard k runs the k-th contiguous block) or dynamic
+    # (shards claim blocks from a queue beside their run dirs and take over the work of shards that died).
+    claims: str = "static"
+    # dynamic: seconds without a heartbeat after which a job's claims may be taken over.
+    lease_s: float = 60.0
     sequential: SequentialConfig = field(default_factory=SequentialConfig)
 
 
@@ -161,6 +166,10 @@ def validate(cfg: DictConfig) -> EvalConfig:
         raise UserError(f"eval.max_episodes_rendered must be 0 or more, got {ev.max_episodes_rendered}")
     if ev.progress_interval_s <= 0:
         raise UserError(f"eval.progress_interval_s must be positive, got {ev.progress_interval_s}")
+    if ev.claims not in ("static", "dynamic"):
+        raise UserError(f"eval.claims must be static or dynamic, got '{ev.claims}'")
+    if ev.lease_s <= 0:
+        raise UserError(f"eval.lease_s must be positive, got {ev.lease_s}")
     if ev.num_shards is not None and ev.num_shards < 1:
         raise UserError(f"eval.num_shards must be at least 1, got {ev.num_shards}")
     if ev.shard_id < 0:

@@ -25,6 +25,8 @@ A sweep dir (`-m`: outputs/multirun/<date>/<time>) adds:
     sweep_heatmap.png, comparison_forest.png           plots of the sweep (outputs/plots.py)
     policy_server/            a sweep's policy server job: server.json (where it listens), job.json, logs/
                               (serving/sweep_job.py)
+    [<label dir>/].queue_<fingerprint>_of_<N>/   eval.claims=dynamic: the shards' work queue, beside their dirs:
+                              owners/, claimed/, finished/ (rundir/queue.py)
 
 Every module names these through here; tests/rundir/test_layout.py checks no other module spells them.
 """
@@ -56,6 +58,16 @@ SERVER_DIR = "policy_server"
 SERVER_ANNOUNCE_FILE = "server.json"
 SERVER_JOB_FILE = "job.json"
 SERVER_LOG_DIR = "logs"
+
+# eval.claims=dynamic: the work queue beside the shard dirs (rundir/queue.py).
+QUEUE_OWNERS_DIR = "owners"
+QUEUE_CLAIMS_DIR = "claimed"
+QUEUE_DONE_DIR = "finished"
+
+
+def queue_dir_name(fingerprint: str, num_shards: int) -> str:
+    return f".queue_{fingerprint}_of_{num_shards}"
+
 
 # Shard jobs: their dir under the sweep dir and their results file.
 SHARD_FILE_GLOB = "shard_*_of_*.json"

@@ -41,6 +41,11 @@ class Combination:
         return max(sorted(counts), key=lambda label: counts[label])
 
     @property
+    def dynamic(self) -> bool:
+        """Its shards claimed their work from a queue (`eval.claims=dynamic`): no shard has a fixed part."""
+        return self.shards[0].identity.get("claims") == "dynamic"
+
+    @property
     def title(self) -> str:
         name = self.name or self.label
         return f"'{name}'" if name else "the sweep"
@@ -56,7 +61,10 @@ def group_combinations(shards: list[Shard]) -> list[Combination]:
 
 
 def missing_shards(combo: Combination, sweep_dir: Path) -> list[str]:
-    """A line for each shard id of 0..N-1 that has no shard file, with the command that runs it."""
+    """A line for each shard id of 0..N-1 that has no shard file, with the command that runs it (none for a dynamic
+    combination: the shards that ran may have done all the work; `check_combination` counts its episodes)."""
+    if combo.dynamic:
+        return []
     present = {s.shard_id for s in combo.shards}
     return [
         f"{combo.title}: shard {shard_id} of {combo.num_shards} is missing; run it: "
@@ -93,7 +101,24 @@ def check_combination(combo: Combination, sweep_dir: Path) -> list[str]:
                     f"{combo.title}: episode {_unit(record.unit)} appears in {first.name} ({first.path}) and in "
                     f"{shard.name} ({shard.path}); re-run one of them in a new dir"
                 )
+    if combo.dynamic and not problems:
+        problems.extend(_check_coverage(combo, set(seen), sweep_dir))
     return problems
+
+
+def _check_coverage(combo: Combination, recorded: set[Unit], sweep_dir: Path) -> list[str]:
+    """A dynamic combination merges once its shards together recorded every episode of the run."""
+    reference = combo.shards[0]
+    n_episodes = int(reference.identity.get("n_episodes", 0))
+    expected = len(reference.task_keys) * n_episodes
+    if len(recorded) == expected:
+        return []
+    present = {s.shard_id for s in combo.shards}
+    shard_id = min(set(range(combo.num_shards)) - present, default=reference.shard_id)
+    return [
+        f"{combo.title}: its shards recorded {len(recorded)} of {expected} episodes (claimed dynamically); rerun "
+        f"any of its shards, which takes what is left: {rerun_command(combo, shard_id, sweep_dir)}"
+    ]
 
 
 def _check_shard(shard: Shard, reference: Shard, combo: Combination, sweep_dir: Path) -> list[str]:
@@ -108,17 +133,17 @@ def _check_shard(shard: Shard, reference: Shard, combo: Combination, sweep_dir: 
         return [
             f"{combo.title}: {shard.name} is still running in {shard.dir} ({shard.running}); merge once it has ended"
         ]
+    if combo.dynamic:
+        return _recorded_twice(shard)
     expected = shard_plan(shard.task_keys, int(shard.identity.get("n_episodes", 0)), shard.shard_id, shard.num_shards)
     if shard.plan != expected:
         return [f"{shard.path}: its planned episodes are not {shard.name} of its configuration; re-run that shard"]
     blocks = shard.planned_blocks()
     planned_count = sum(len(episodes) for episodes in blocks.values())
     units = [r.unit for r in shard.records]
-    twice = sorted(u for u, n in Counter(units).items() if n > 1)
+    twice = _recorded_twice(shard)
     if twice:
-        return [
-            f"{shard.path}: episode {_unit(twice[0])} is recorded {Counter(units)[twice[0]]} times; re-run that shard"
-        ]
+        return twice
     extra = sorted(u for u in units if u[2] not in blocks.get(u[:2], ()))
     if extra:
         return [
@@ -132,6 +157,14 @@ def _check_shard(shard: Shard, reference: Shard, combo: Combination, sweep_dir: 
             f"{combo.title}: {shard.name} is incomplete ({len(recorded | set(units))} of {planned_count} episodes) "
             f"in {shard.dir}; resume it: {rerun_command(combo, shard.shard_id, sweep_dir, shard)}"
         ]
+    return []
+
+
+def _recorded_twice(shard: Shard) -> list[str]:
+    counts = Counter(r.unit for r in shard.records)
+    twice = sorted(u for u, n in counts.items() if n > 1)
+    if twice:
+        return [f"{shard.path}: episode {_unit(twice[0])} is recorded {counts[twice[0]]} times; re-run that shard"]
     return []
 
 

@@ -5,8 +5,8 @@ The lanes share one stop event, checked before every step: when a lane fails, or
 (Ctrl-C, SLURM's SIGTERM; see stopping.py), every other lane stops at its next step instead of running its tasks
 to the end, and the first error is the one raised. What finished is already recorded.
 
-A run's workers are closed at its end, unless it is given `WarmPools` (the Python API's `Evaluator`): those keep
-each lane's workers, and the simulators in them, for the next run of the same work.
+A run's workers are closed at its end, unless its caller hands it the pools (`make_pools`: the Python API's
+`WarmPools`, a dynamic shard's blocks): those, and the simulators in them, serve the caller's next run too.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lerobot_hydra.core.records import EpisodeRecord
-from lerobot_hydra.envs.base import EnvConfig
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.processors.pipeline import Pipeline
 from lerobot_hydra.rollout.filming import Filming
@@ -26,6 +26,7 @@ from lerobot_hydra.rollout.runner import OnRecord, RolloutContext, TaskWork, run
 from lerobot_hydra.vector.task_envs import EnvPool, close_pools, create_pools
 
 Pools = dict[tuple[str, int], EnvPool]
+MakePools = Callable[[EnvConfig, list[TaskSpec], int, bool, bool], Pools]
 
 
 @dataclass(frozen=True)
@@ -56,27 +57,22 @@ def segments(lane_work: list[TaskWork], pools: Pools) -> list[list[TaskWork]]:
 
 
 class WarmPools:
-    """Each lane's pools, kept from one run to the next while the lane's tasks and sizes stay the same."""
+    """Pools kept from one run to the next (a `MakePools`): a lane asking for the same tasks and sizes again gets
+    the same workers, with the simulators they hold. The owner closes them."""
 
     def __init__(self) -> None:
-        self._lanes: dict[int, tuple[tuple, Pools]] = {}
+        self._kept: dict[tuple, Pools] = {}
 
-    def lane(self, index: int, key: tuple, create: Callable[[], Pools]) -> Pools:
-        """Lane `index`'s pools for `key` (its tasks and sizes): the kept ones, or new ones from `create`."""
-        kept = self._lanes.get(index)
-        if kept is not None and kept[0] == key:
-            return kept[1]
-        if kept is not None:
-            close_pools(self._lanes.pop(index)[1])
-        pools = create()
-        self._lanes[index] = (key, pools)
-        return pools
+    def __call__(self, config: EnvConfig, tasks: list[TaskSpec], n_envs: int, use_async: bool, render: bool) -> Pools:
+        key = (tuple(t.key for t in tasks), n_envs, use_async, render)
+        if key not in self._kept:
+            self._kept[key] = create_pools(config, tasks, n_envs, use_async, render)
+        return self._kept[key]
 
     def close(self) -> None:
         """Closes every kept worker (idempotent)."""
-        while self._lanes:
-            _, (_, pools) = self._lanes.popitem()
-            close_pools(pools)
+        while self._kept:
+            close_pools(self._kept.popitem()[1])
 
 
 def evaluate(
@@ -86,17 +82,20 @@ def evaluate(
     on_record: OnRecord,
     progress: Progress,
     videos: Filming | None = None,
-    warm: WarmPools | None = None,
+    finish: bool = True,
+    make_pools: MakePools | None = None,
 ) -> None:
     """Run every task's remaining episodes, `max_parallel_tasks` tasks at a time, each lane with its own
     workers and its own policy state; every record goes to `on_record` as its episode ends.
 
     `build_policy` makes the policy (a built one: `lambda: policy`); the workers start, and begin building their
-    first task's simulators, while it runs (policy loading and simulator creation both take seconds). With
-    `warm`, the workers are taken from it and left open in it (closed when the run fails)."""
+    first task's simulators, while it runs (policy loading and simulator creation both take seconds). `finish`:
+    call the policy's `finish` at the end (False when the caller evaluates more work with it afterwards).
+    `make_pools`: where the lanes' envs come from instead of `create_pools`; the caller then owns (and closes)
+    them, so that they, and the simulators their slots hold, serve the caller's next call too."""
     work = [w for w in work if w.episodes]
     if work:
-        _Lanes(settings, work, on_record, progress, videos, warm).run(build_policy)
+        _Lanes(settings, work, on_record, progress, videos, make_pools).run(build_policy, finish)
 
 
 class _Lanes:
@@ -107,14 +106,14 @@ class _Lanes:
         on_record: OnRecord,
         progress: Progress,
         videos: Filming | None,
-        warm: WarmPools | None,
+        make_pools: MakePools | None,
     ) -> None:
-        self.settings, self.progress, self.videos, self.warm = settings, progress, videos, warm
+        self.settings, self.progress, self.videos, self.make_pools = settings, progress, videos, make_pools
         self.n_envs = min(settings.batch_size, max(len(w.episodes) for w in work))
         n_lanes = min(settings.max_parallel_tasks, len(work))
         self.lanes = [work[i::n_lanes] for i in range(n_lanes)]
         self.stop = threading.Event()
-        self.opened: list[Pools] = []  # pools this run closes at its end (none with `warm`: it keeps them)
+        self.opened: list[Pools] = []  # pools this run closes at its end (none from `make_pools`: the caller's)
         lock = threading.Lock()
 
         def locked_record(record: EpisodeRecord) -> None:
@@ -123,10 +122,10 @@ class _Lanes:
 
         self.on_record = locked_record
 
-    def run(self, build_policy: Callable[[], Policy]) -> None:
+    def run(self, build_policy: Callable[[], Policy], finish: bool) -> None:
         try:
             with cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="env-start") as starter:
-                started = starter.submit(lambda: [self._start_lane(i, lane) for i, lane in enumerate(self.lanes)])
+                started = starter.submit(lambda: [self._start_lane(lane) for lane in self.lanes])
                 try:
                     built = build_policy()
                 except BaseException:
@@ -137,37 +136,27 @@ class _Lanes:
                 self._run_lane(self.lanes[0], lane_pools[0], built)
             else:
                 self._run_parallel(lane_pools, built)
-            built.finish()
-        except BaseException:
-            if self.warm is not None:
-                self.warm.close()  # workers stopped mid-episode or failed: none is reused
-            raise
+            if finish:
+                built.finish()
         finally:
             for pools in self.opened:
                 close_pools(pools)
 
-    def _pools(self, lane_work: list[TaskWork]) -> Pools:
+    def _start_lane(self, lane_work: list[TaskWork]) -> Pools:
         s = self.settings
-        pools = create_pools(s.env, [w.task for w in lane_work], self.n_envs, s.use_async, s.render)
-        if self.warm is None:
+        tasks = [w.task for w in lane_work]
+        pools = (self.make_pools or create_pools)(s.env, tasks, self.n_envs, s.use_async, s.render)
+        if self.make_pools is None:
             self.opened.append(pools)
-        return pools
-
-    def _start_lane(self, index: int, lane_work: list[TaskWork]) -> Pools:
-        if self.warm is None:
-            pools = self._pools(lane_work)
-        else:
-            key = (tuple(w.task.key for w in lane_work), self.n_envs, self.settings.use_async, self.settings.render)
-            pools = self.warm.lane(index, key, lambda: self._pools(lane_work))
         first = segments(lane_work, pools)[0]
         pool = pools[first[0].task.key]
         # Each sub-env builds the simulator of the first episode it will run (mixed) or could run (unmixed),
-        # unless it holds one of a task of this segment already (warm workers: it runs that task's episodes).
-        # Kept workers are spread over the tasks, so that each may keep its task's simulator from run to run.
+        # unless it holds one of a task of this segment already (kept pools: it runs that task's episodes).
+        # Kept pools are spread over the tasks, so that each sub-env may keep its task's simulator from run to run.
         upcoming = [w.task for w in first for _ in w.episodes][: pool.num_envs]
-        kept = {w.task for w in first}
-        if self.warm is not None:
+        if self.make_pools is not None:
             upcoming = [first[slot % len(first)].task for slot in range(len(upcoming))]
+        kept = {w.task for w in first}
         for slot, task in enumerate(upcoming):
             if pool.tasks[slot] not in kept:
                 pool.prepare_ahead(slot, task)

@@ -69,3 +69,24 @@ def plan_size(plan: Iterable[TaskBlock]) -> int:
 
 def episode_seed(base_seed: int, episode_index: int) -> int:
     return base_seed + episode_index
+
+
+def claim_blocks(task_keys: Sequence[tuple[str, int]], n_episodes: int, num_shards: int) -> list[list[TaskBlock]]:
+    """The blocks a dynamic sweep's shards claim (rundir/queue.py), per shard region: region k is shard k's static
+    block (`shard_plan`), cut into blocks that never cross a task and shrink towards the region's end (1 / (4 N) of
+    what remains of the region, at least one episode). A shard works through its own region from the front; a
+    shard that ran out takes blocks from the back of the others, so the last blocks claimed are the smallest."""
+    regions = []
+    for shard_id in range(num_shards):
+        parts = shard_plan(task_keys, n_episodes, shard_id, num_shards)
+        remaining = plan_size(parts)
+        blocks: list[TaskBlock] = []
+        for part in parts:
+            first = part.first
+            while first <= part.last:
+                last = min(first + max(1, -(-remaining // (4 * num_shards))) - 1, part.last)
+                blocks.append(TaskBlock(part.task_group, part.task_id, first, last))
+                remaining -= last - first + 1
+                first = last + 1
+        regions.append(blocks)
+    return regions

@@ -73,6 +73,9 @@ class RunStore:
         self._task_order = [t.key for t in tasks]
         self._plan = {block.key: block.episodes for block in plan}
         self._planned_count = plan_size(plan)
+        # Set by a dynamic shard (rundir/queue.py): whether the sweep's queue was drained, which is what complete
+        # means for it (its own records are only its part of the plan).
+        self.drained: bool | None = None
         self.stopped: dict[tuple[str, int], int] = {}  # sequential stopping: task -> episodes it stopped after
         self._lock = DirLock(out_dir, "an evaluation").acquire()
         self._heartbeat_stop = threading.Event()
@@ -194,6 +197,8 @@ class RunStore:
 
     @property
     def complete(self) -> bool:
+        if self.drained is not None:
+            return self.drained
         return len(self.done()) >= self._planned_count
 
     @property

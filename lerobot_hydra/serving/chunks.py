@@ -61,7 +61,7 @@ class ChunkPolicy:
             family = getattr(getattr(getattr(runtime, "policy", None), "config", None), "type", type(runtime).__name__)
             raise UserError(
                 f"the {family} policy cannot be served yet: the server serves the LeRobot families whose actions come "
-                "in chunks per row (act, diffusion, vqbet, smolvla, pi0, pi05); evaluate it in-process instead"
+                "in chunks per row (act, diffusion, smolvla, pi0, pi05); evaluate it in-process instead"
             )
         if runtime.rtc is not None:
             raise UserError(

@@ -21,19 +21,31 @@ from tests.helpers.lerobot_checkpoints import (
     save_checkpoint,
     tiny_multi_task_dit_config,
 )
+from tests.helpers.tiny_eo1 import tiny_eo1_config
+from tests.helpers.tiny_evo1 import tiny_evo1_config
+from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06
+from tests.helpers.tiny_vla_jepa import tiny_vla_jepa_config
+from tests.helpers.tiny_xvla import tiny_xvla_config
 from tests.lerobot.test_lerobot_policies import build, first_batch
 
 pytest.importorskip("lerobot")
 pytestmark = pytest.mark.lerobot
 
 # Families at their LeRobot defaults (the ImageNet backbone left out: no Hub), or at a tiny config built in the
-# test's folder (multi_task_dit on a tiny local CLIP).
+# test's folder (multi_task_dit on a tiny local CLIP, xvla on a tiny Florence-2 and a local tokenizer, eo1 on a tiny
+# local Qwen2.5-VL with its processor, evo1 on a tiny local InternVL, vla_jepa on a tiny local Qwen3-VL).
 FAMILIES: dict[str, tuple[Any, Any, list[str], dict[str, Any] | Callable[[Path], dict[str, Any]]]] = {
     "tdmpc": (METAWORLD_STATE, METAWORLD_ACTION, ["env.obs_type=state", "env.task=reach-v3"], {}),
     "vqbet": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], {"pretrained_backbone_weights": None}),
     "gaussian_actor": (METAWORLD_STATE, METAWORLD_ACTION, ["env.obs_type=state", "env.task=reach-v3"], {}),
     "multi_task_dit": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_multi_task_dit_config),
+    "xvla": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_xvla_config),
+    "eo1": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_eo1_config),
+    "evo1": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_evo1_config),
+    "vla_jepa": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], lambda root: tiny_vla_jepa_config(root, 2)),
 }
+# Families whose noise has no per-row hook (noise.py): they run one row at a time (one_row.py).
+ONE_ROW = {"vqbet", "gaussian_actor", "multi_task_dit", "xvla", "tdmpc", "evo1", "vla_jepa"}
 
 
 @pytest.mark.parametrize("kind", sorted(FAMILIES))
@@ -46,12 +58,15 @@ def test_a_family_without_a_yaml_loads_through_lerobots_factory_and_acts(
     if kind not in PreTrainedConfig.get_known_choices():
         pytest.skip(f"this LeRobot line has no {kind} family")
     features, action, env, config = FAMILIES[kind]
+    if kind == "xvla" and not lerobot_06():
+        pytest.skip(LEROBOT_06_ONLY)
     config = config(tmp_path) if callable(config) else config
     directory = save_checkpoint(tmp_path / kind, kind, features, action, **config)
     # Any LeRobot YAML loads any family: the checkpoint's config.json picks the class.
     env_config, policy = build(compose, "policy=act", f"policy.path={directory}", *env)
     runtime = getattr(policy, "base", policy)  # families without noise hooks run row by row around it
     assert runtime.policy.config.type == kind
+    assert (type(policy).__name__ == "RowwisePolicy") == (kind in ONE_ROW)
     policy.reset(env_config.tasks()[0], [1000])
     acted = np.asarray(policy.select_action(first_batch(env_config)))
     _, action_space = env_config.spaces(env_config.tasks()[0])

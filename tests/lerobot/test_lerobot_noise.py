@@ -1,11 +1,12 @@
-"""Stochastic LeRobot policies (tiny diffusion and SmolVLA, built offline) on real MetaWorld simulators: every
-episode's outcome is the same whatever its batch size, batch-mates, shard, lane or a resume, because its noise
-comes from its own row's generator, seeded from its episode."""
+"""Stochastic LeRobot policies (tiny diffusion, SmolVLA, pi0 and pi0.5, built offline) on real MetaWorld
+simulators: every episode's outcome is the same whatever its batch size, batch-mates, shard, lane or a resume,
+because its noise comes from its own row's generator, seeded from its episode."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,18 @@ import pytest
 from lerobot_hydra.app.evaluation import evaluate_config
 from lerobot_hydra.config.schema import instantiate_node
 from tests.conftest import outcome, read_episodes
-from tests.helpers.lerobot_checkpoints import METAWORLD_ACTION, METAWORLD_STATE, tiny_diffusion, tiny_smolvla
+from tests.helpers.lerobot_checkpoints import (
+    METAWORLD_ACTION,
+    METAWORLD_STATE,
+    save_checkpoint,
+    tiny_diffusion,
+    tiny_smolvla,
+)
+from tests.helpers.tiny_eo1 import tiny_eo1_config
+from tests.helpers.tiny_evo1 import tiny_evo1_config
+from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06, tiny_gemma, tiny_pi
+from tests.helpers.tiny_vla_jepa import tiny_vla_jepa_config
+from tests.helpers.tiny_xvla import tiny_xvla
 
 pytest.importorskip("lerobot")
 pytestmark = [pytest.mark.lerobot, pytest.mark.usefixtures("one_torch_thread")]
@@ -31,14 +43,28 @@ METAWORLD_PIXELS = {"observation.image": ("VISUAL", (3, 32, 32)), "observation.s
 
 
 @pytest.fixture(scope="module")
-def policies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+def policies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[str]]]:
     root = tmp_path_factory.mktemp("checkpoints")
     diffusion = tiny_diffusion(root / "diffusion", METAWORLD_STATE, METAWORLD_ACTION)
     smolvla = tiny_smolvla(root / "smolvla", METAWORLD_PIXELS, METAWORLD_ACTION)
-    return {
+    policies = {
         "diffusion": ["policy=diffusion", f"policy.path={diffusion}", *STATE],
         "smolvla": ["policy=smolvla", f"policy.path={smolvla}", *PIXELS],
     }
+    with tiny_gemma() if lerobot_06() else contextlib.nullcontext():  # pi0 and pi0.5 at a tiny size, loaded here
+        if lerobot_06():
+            xvla = tiny_xvla(root / "xvla", METAWORLD_PIXELS, METAWORLD_ACTION)  # no per-row hook: one row at a time
+            policies["xvla"] = ["policy=xvla", f"policy.path={xvla}", *PIXELS]
+            eo1 = save_checkpoint(root / "eo1", "eo1", METAWORLD_PIXELS, METAWORLD_ACTION, **tiny_eo1_config(root))
+            evo1 = save_checkpoint(root / "evo1", "evo1", METAWORLD_PIXELS, METAWORLD_ACTION, **tiny_evo1_config(root))
+            jepa = tiny_vla_jepa_config(root, METAWORLD_ACTION[0])
+            jepa = save_checkpoint(root / "vla_jepa", "vla_jepa", METAWORLD_PIXELS, METAWORLD_ACTION, **jepa)
+            for kind, path in (("eo1", eo1), ("evo1", evo1), ("vla_jepa", jepa)):  # no YAMLs: any loads any family
+                policies[kind] = ["policy=act", f"policy.path={path}", *PIXELS]
+            for kind in ("pi0", "pi05"):
+                path = tiny_pi(root / kind, kind, METAWORLD_PIXELS, METAWORLD_ACTION)
+                policies[kind] = [f"policy={kind}", f"policy.path={path}", *PIXELS]
+        yield policies
 
 
 def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
@@ -50,10 +76,19 @@ def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
     return sorted(outcome(r) for r in read_episodes(out_dir))
 
 
-@pytest.mark.parametrize("family", ["diffusion", pytest.param("smolvla", marks=pytest.mark.slow)])
+# Built offline on a tiny backbone each; a MetaWorld frame costs ~0.25 s on CPU, so each takes a minute or two.
+SLOW_FAMILIES = ("smolvla", "pi0", "pi05", "xvla", "eo1", "evo1", "vla_jepa")
+
+
+@pytest.mark.parametrize(
+    "family",
+    ["diffusion", *(pytest.param(kind, marks=pytest.mark.slow) for kind in SLOW_FAMILIES)],
+)
 def test_stochastic_episodes_do_not_depend_on_batch_shard_or_resume(
     compose: Callable, policies: dict[str, list[str]], tmp_path: Path, family: str
 ) -> None:
+    if family not in policies:
+        pytest.skip(LEROBOT_06_ONLY)
     common = [*policies[family], *TASK, f"eval.n_episodes={EPISODES}"]
     batched = run_in(compose, tmp_path / "batch3", *common, "eval.batch_size=3")  # batches 0-2, 3
     assert len(batched) == EPISODES
@@ -149,7 +184,8 @@ def test_noise_drawn_past_the_row_generators_stops_the_run(compose: Callable, po
     "family, model", [("pi0", "pi0.modeling_pi0.PI0Pytorch"), ("pi05", "pi05.modeling_pi05.PI05Pytorch")]
 )
 def test_pi0_and_pi05_get_per_row_flow_matching_noise(family: str, model: str) -> None:
-    """Too large to build here: the installed LeRobot's model classes have the hook that row noise replaces."""
+    """The hook is looked up on the installed LeRobot's model classes (the tiny builds above run it), and a model
+    without it falls back to one row at a time."""
     import importlib
     from types import SimpleNamespace
 

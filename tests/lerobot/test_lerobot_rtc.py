@@ -1,10 +1,13 @@
 """Real-time chunking with a simulated latency (`policy.rtc`, lerobot_hydra/policies/lerobot/rtc.py): each row asks
 for its next chunk at the queue threshold, LeRobot's guidance sees the row's leftover, and the chunk takes over
 `inference_delay` steps later, exactly as LeRobot's own RTC action queue does it; per row, so refill, batch size
-and shards leave every episode as it is. A tiny SmolVLA (built offline, chunks of 8) on tests/helpers/drift_env.py."""
+and shards leave every episode as it is. Tiny SmolVLA, pi0 and pi0.5 (built offline, chunks of 8) on
+tests/helpers/drift_env.py."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,7 @@ import pytest
 
 from tests.helpers.drift_env import DRIFT_ACTION, DRIFT_PIXELS, DriftEnvConfig
 from tests.helpers.lerobot_checkpoints import tiny_act, tiny_smolvla
+from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06, tiny_gemma, tiny_pi
 
 pytest.importorskip("lerobot")
 pytestmark = [pytest.mark.lerobot, pytest.mark.usefixtures("one_torch_thread")]
@@ -26,9 +30,26 @@ SEED = 1000
 
 
 @pytest.fixture(scope="module")
-def smolvla(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     root = tmp_path_factory.mktemp("rtc")
-    return tiny_smolvla(root / "smolvla", DRIFT_PIXELS, DRIFT_ACTION, chunk_size=CHUNK, n_action_steps=CHUNK)
+    chunks = {"chunk_size": CHUNK, "n_action_steps": CHUNK}
+    built = {"smolvla": tiny_smolvla(root / "smolvla", DRIFT_PIXELS, DRIFT_ACTION, **chunks)}
+    with tiny_gemma() if lerobot_06() else contextlib.nullcontext():  # pi0 and pi0.5 at a tiny size, loaded here
+        if lerobot_06():
+            for kind in ("pi0", "pi05"):
+                built[kind] = tiny_pi(root / kind, kind, DRIFT_PIXELS, DRIFT_ACTION, **chunks)
+        yield built
+
+
+def checkpoint(checkpoints: dict[str, Path], family: str) -> Path:
+    if family not in checkpoints:
+        pytest.skip(LEROBOT_06_ONLY)
+    return checkpoints[family]
+
+
+@pytest.fixture(scope="module")
+def smolvla(checkpoints: dict[str, Path]) -> Path:
+    return checkpoints["smolvla"]
 
 
 def load(path: Path, rtc: dict[str, Any] | None = RTC, **settings: Any) -> tuple[DriftEnvConfig, Any]:
@@ -107,10 +128,18 @@ def reference(
     return actions, asked, guided
 
 
-@pytest.mark.parametrize("timing", list(TIMINGS))
-def test_a_row_follows_lerobots_own_rtc_action_queue(smolvla: Path, timing: tuple[int, int, int]) -> None:
+FIRST = next(iter(TIMINGS))
+
+
+@pytest.mark.parametrize(
+    ("family", "timing"), [("smolvla", timing) for timing in TIMINGS] + [("pi0", FIRST), ("pi05", FIRST)]
+)
+def test_a_row_follows_lerobots_own_rtc_action_queue(
+    checkpoints: dict[str, Path], family: str, timing: tuple[int, int, int]
+) -> None:
     delay, threshold, horizon = timing
-    env, policy = load(smolvla, {"inference_delay": delay, "queue_threshold": threshold, "execution_horizon": horizon})
+    rtc = {"inference_delay": delay, "queue_threshold": threshold, "execution_horizon": horizon}
+    env, policy = load(checkpoint(checkpoints, family), rtc)
     batches = drifting_batches(env, 15)
     expected, expected_asks, guided = reference(policy.fork(), batches, *timing)
     assert expected_asks == TIMINGS[timing]
@@ -131,9 +160,13 @@ def test_a_row_follows_lerobots_own_rtc_action_queue(smolvla: Path, timing: tupl
     assert asks == expected_asks
 
 
-def test_rtc_rows_refill_and_keep_their_episodes_across_batches_and_shards(smolvla: Path) -> None:
+@pytest.mark.parametrize("family", ["smolvla", pytest.param("pi05", marks=pytest.mark.slow)])
+def test_rtc_rows_refill_and_keep_their_episodes_across_batches_and_shards(
+    checkpoints: dict[str, Path], family: str
+) -> None:
     from tests.lerobot.test_lerobot_refill import run
 
+    smolvla = checkpoint(checkpoints, family)
     env, policy = load(smolvla)
     batched, steps = run(env, policy, 3)
     assert steps == 16  # sub-envs started their next episode at once (lockstep would take 23)

@@ -54,7 +54,7 @@ def run(
         policy or (lambda: RandomPolicy(action_space)),
         on_record=on_record or records.append,
         progress=Progress(60.0),
-        warm=warm,
+        make_pools=warm,
     )
     return sorted(records, key=lambda r: r.unit)
 

@@ -31,7 +31,7 @@ from lerobot_hydra.policies.lerobot.checkpoint import (
     resolve_checkpoint,
 )
 from lerobot_hydra.policies.lerobot.features import check_action_shape, env_observation_features, match_features
-from lerobot_hydra.policies.lerobot.noise import DETERMINISTIC_FAMILIES, noise_hooks
+from lerobot_hydra.policies.lerobot.noise import DETERMINISTIC_FAMILIES, ROW_NOISE_HOOKS, noise_hooks
 from lerobot_hydra.policies.lerobot.one_row import RowwisePolicy
 from lerobot_hydra.policies.lerobot.rows import PER_ROW_FAMILIES, PerRowLeRobotPolicy
 from lerobot_hydra.policies.lerobot.rtc import SimulatedLatency, configure
@@ -261,9 +261,11 @@ def runtime_for(
     if hooks is not None or config.type in DETERMINISTIC_FAMILIES:
         return runtime
     if rtc is not None:
+        pinned = config.type in ROW_NOISE_HOOKS
+        fix = "install the lerobot that lerobot_hydra pins" if pinned else "remove policy.rtc"
         raise UserError(
             f"policy.rtc: this lerobot's {config.type} has no per-row noise hook here, so its rows would run one "
-            "at a time without real-time chunking; install the lerobot that lerobot_hydra pins"
+            f"at a time without real-time chunking; {fix}"
         )
     log.info("the %s policy's noise has no per-row hook here: its batch rows run one at a time", config.type)
     return RowwisePolicy(runtime)

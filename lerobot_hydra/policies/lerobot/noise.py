@@ -5,8 +5,8 @@ and every noise tensor of that row is drawn from it, row by row: the noise an ep
 batch-mates nor on the batch size, shard, lane or a resume, and is the same on every device.
 
 How the rows' generators reach a LeRobot family, for the duration of one inference call (`ROW_NOISE_HOOKS`):
-- flow matching (SmolVLA, pi0, pi0.5): every chunk's initial noise comes from `model.sample_noise(shape,
-  device)` (pi0's and pi0.5's `select_action` take no `noise=`), replaced by per-row draws;
+- flow matching (SmolVLA, pi0, pi0.5, EO1): every chunk's initial noise comes from `model.sample_noise(shape,
+  device)` (pi0's, pi0.5's and EO1's `select_action` take no `noise=`), replaced by per-row draws;
 - diffusion: the initial sample goes in as `generate_actions(noise=...)`, and the DDPM/DDIM scheduler's variance
   noise comes from `step(generator=[one generator per row])`, which diffusers draws row by row.
 ACT is deterministic (`DETERMINISTIC_FAMILIES`) and gets nothing. A family with neither runs row by row with
@@ -100,6 +100,7 @@ ROW_NOISE_HOOKS: dict[str, tuple[NoiseHooks, tuple[str, ...]]] = {
     "smolvla": (flow_matching_noise, ("model.sample_noise",)),
     "pi0": (flow_matching_noise, ("model.sample_noise",)),
     "pi05": (flow_matching_noise, ("model.sample_noise",)),
+    "eo1": (flow_matching_noise, ("model.sample_noise",)),
     "diffusion": (diffusion_noise, ("diffusion.generate_actions", "diffusion.noise_scheduler.step")),
 }
 

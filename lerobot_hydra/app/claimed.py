@@ -1,0 +1,143 @@
+"""A dynamic shard's run (`eval.claims=dynamic`): claim a block from the sweep's work queue (rundir/queue.py), run
+its episodes that nobody recorded yet, mark it done, and again, until every block of the sweep is done; then the
+shard's file is written complete. The policy is built once and the task just run is preferred for the next block.
+Every episode is still a function of (seed, task, index), so where it ran never changes the merge."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from lerobot_hydra.config.schema import EvalConfig
+from lerobot_hydra.core.layout import queue_dir_name
+from lerobot_hydra.core.records import EpisodeRecord
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec
+from lerobot_hydra.policies.base import Policy
+from lerobot_hydra.rollout.build import RunParts
+from lerobot_hydra.rollout.lanes import Pools
+from lerobot_hydra.rollout.plan import claim_blocks
+from lerobot_hydra.rollout.runner import TaskWork
+from lerobot_hydra.rollout.stopping import RunInterrupted
+from lerobot_hydra.rundir.queue import Claim, WorkQueue
+from lerobot_hydra.rundir.shard_file import fingerprint
+from lerobot_hydra.rundir.store import RunStore
+from lerobot_hydra.vector.task_envs import EnvPool, stop_worker_servers
+
+log = logging.getLogger("lerobot_hydra")
+
+RunLanes = Callable[..., RunInterrupted | None]
+
+
+def queue_dir(out_dir: Path, identity: dict[str, Any], num_shards: int) -> Path:
+    """Beside the shard dirs (a sweep's combination dir): one queue per configuration and shard count."""
+    return out_dir.parent / queue_dir_name(fingerprint(identity), num_shards)
+
+
+class PoolCache:
+    """The shard's envs, kept from block to block (`make_pools` of lanes.evaluate): one pool per spaces and
+    rendering, replaced only when a block needs more sub-envs, so a block of the task just run builds nothing."""
+
+    def __init__(self) -> None:
+        self._pools: dict[tuple[str, bool], EnvPool] = {}
+
+    def __call__(self, config: EnvConfig, tasks: list[TaskSpec], n_envs: int, use_async: bool, render: bool) -> Pools:
+        out = {}
+        for task in tasks:
+            spaces = config.spaces(task)
+            key = (repr(spaces), render)
+            pool = self._pools.get(key)
+            if pool is None or pool.num_envs < n_envs:
+                if pool is not None:
+                    pool.close()
+                pool = self._pools[key] = EnvPool(config, n_envs, use_async, spaces, render)
+            out[task.key] = pool
+        return out
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()
+
+
+class _Guarded:
+    """Records into the store only while the claim holds: a job that lost its lease records nothing more."""
+
+    def __init__(self, claim: Claim, store: RunStore) -> None:
+        self.claim, self.store, self.dropped = claim, store, 0
+
+    def __call__(self, record: EpisodeRecord) -> None:
+        if self.claim.lost():
+            self.dropped += 1
+        else:
+            self.store.add(record)
+
+
+def run_claimed(
+    cfg: DictConfig,
+    eval_cfg: EvalConfig,
+    parts: RunParts,
+    store: RunStore,
+    identity: dict[str, Any],
+    run_lanes: RunLanes,
+) -> tuple[RunInterrupted | None, list[TaskWork]]:
+    """Claims and runs blocks until the queue is drained or the run is stopped (the interruption is returned);
+    `run_lanes`: app/evaluation.py's, which runs one block's work into `store`."""
+    num_shards = eval_cfg.num_shards or 1
+    regions = claim_blocks([t.key for t in parts.tasks], eval_cfg.n_episodes, num_shards)
+    root = queue_dir(store.out_dir, identity, num_shards)
+    built: list[Policy] = []
+
+    def build_policy() -> Policy:
+        if not built:
+            built.append(parts.build_policy())
+        return built[0]
+
+    def run_block(work: list[TaskWork], guard: _Guarded) -> RunInterrupted | None:
+        return run_lanes(cfg, eval_cfg, parts, store, work, build_policy, guard, False, pools)
+
+    work: list[TaskWork] = []
+    held: tuple[str, int] | None = None
+    pools = PoolCache()
+    with WorkQueue(root, regions, eval_cfg.shard_id, store.out_dir, eval_cfg.lease_s) as queue:
+        try:
+            while (claim := queue.next_claim(held)) is not None:
+                work = _block_work(claim, queue, store, parts)
+                guard = _Guarded(claim, store)
+                if work[0].episodes and (stopped := run_block(work, guard)) is not None:
+                    return stopped, work
+                if guard.dropped:
+                    log.warning("lost the claim of %s/%d episodes %d-%d to another job", *_where(claim))
+                else:
+                    queue.finish(claim)
+                held = claim.block.key
+            if built:
+                built[0].finish()
+            else:
+                parts.policy.completed_unbuilt()
+            store.drained = True
+        except RunInterrupted as err:  # while waiting for a claim
+            return err.with_traceback(None), work
+        finally:
+            pools.close()
+            stop_worker_servers()
+            store.write()  # whatever happened: the shard file, complete once the queue is drained
+    return None, work
+
+
+def _where(claim: Claim) -> tuple[str, int, int, int]:
+    return (*claim.block.key, claim.block.first, claim.block.last)
+
+
+def _block_work(claim: Claim, queue: WorkQueue, store: RunStore, parts: RunParts) -> list[TaskWork]:
+    """The claimed block's episodes that neither this shard nor the block's earlier owners recorded."""
+    block = claim.block
+    recorded = store.done() | queue.recorded_elsewhere(claim, store.out_dir)
+    todo = [k for k in block.episodes if (*block.key, k) not in recorded]
+    taken = f", taken over (generation {claim.gen})" if claim.gen else ""
+    log.info("claimed %s/%d episodes %d-%d (%d to run)%s", *_where(claim), len(todo), taken)
+    task = next(t for t in parts.tasks if t.key == block.key)
+    return [TaskWork(task, todo)]
