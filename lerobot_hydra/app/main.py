@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -56,6 +57,8 @@ def _hydra_main(cfg: DictConfig) -> None:
         if HydraConfig.get().mode == RunMode.MULTIRUN:
             # Fail this job only: the launcher runs the others, then cli reports this error in one line.
             raise
+        if os.environ.get("HYDRA_FULL_ERROR") == "1" and getattr(err, "traceback", None):
+            print(err.traceback, file=sys.stderr)  # a simulator's own traceback (rollout/recovery.py)
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
 

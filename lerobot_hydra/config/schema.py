@@ -39,6 +39,11 @@ class EvalConfig:
     num_shards: int | None = None
     # Seconds between progress lines when stderr is not a terminal (SLURM logs).
     progress_interval_s: float = 30.0
+    # The longest a worker may take for one step, reset or simulator build before it counts as wedged: it is then
+    # killed and replaced, and its episodes start again (docs/faults.md).
+    step_timeout_s: float = 300.0
+    # How often a lost worker (killed, crashed or wedged) is replaced on the same episode before the run ends.
+    worker_retries: int = 2
 
 
 @dataclass
@@ -120,6 +125,10 @@ def validate(cfg: DictConfig) -> EvalConfig:
         raise UserError(f"eval.max_episodes_rendered must be 0 or more, got {ev.max_episodes_rendered}")
     if ev.progress_interval_s <= 0:
         raise UserError(f"eval.progress_interval_s must be positive, got {ev.progress_interval_s}")
+    if ev.step_timeout_s <= 0:
+        raise UserError(f"eval.step_timeout_s must be positive, got {ev.step_timeout_s}")
+    if ev.worker_retries < 0:
+        raise UserError(f"eval.worker_retries must be 0 or more, got {ev.worker_retries}")
     if ev.num_shards is not None and ev.num_shards < 1:
         raise UserError(f"eval.num_shards must be at least 1, got {ev.num_shards}")
     if ev.shard_id < 0:
