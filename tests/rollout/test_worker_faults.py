@@ -5,6 +5,7 @@ one episode, or a simulator that raises, ends the run in one line and keeps what
 from __future__ import annotations
 
 import dataclasses
+import random
 import re
 from pathlib import Path
 
@@ -14,11 +15,13 @@ from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.rollout.recovery import SimulatorFailed
 from lerobot_hydra.vector.faults import WorkerFaults, using_worker_faults
+from tests.conftest import run_eval
 from tests.helpers.counting_env import CountingEnvConfig, events
+from tests.helpers.worker_kills import kill_a_worker, outcomes, start_eval, wait_for_records
 from tests.rollout.test_vector import run
 
 
-def outcomes(records: list[EpisodeRecord]) -> list[EpisodeRecord]:
+def without_wall_time(records: list[EpisodeRecord]) -> list[EpisodeRecord]:
     """The records without their wall time (the one field a restart changes)."""
     return sorted((dataclasses.replace(r, wall_s=0.0) for r in records), key=lambda r: r.unit)
 
@@ -26,7 +29,7 @@ def outcomes(records: list[EpisodeRecord]) -> list[EpisodeRecord]:
 def undisturbed(tmp_path: Path, n_episodes: int) -> list[EpisodeRecord]:
     clean = tmp_path / "clean"
     clean.mkdir()
-    return outcomes(run(CountingEnvConfig(log_dir=str(clean), n_tasks=2), n_episodes, batch=2, use_async=True))
+    return without_wall_time(run(CountingEnvConfig(log_dir=str(clean), n_tasks=2), n_episodes, batch=2, use_async=True))
 
 
 @pytest.mark.parametrize("fault", ["kill", "hang"])
@@ -35,7 +38,7 @@ def test_a_lost_worker_is_replaced_and_the_records_equal_an_undisturbed_run(tmp_
     cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=2, fault=fault, fault_episode=3, step_sleep_s=0.001)
     with using_worker_faults(WorkerFaults(step_timeout_s=1.0 if fault == "hang" else 300.0)):
         records = run(cfg, n_episodes=6, batch=2, use_async=True)
-    assert outcomes(records) == undisturbed(tmp_path, 6)
+    assert without_wall_time(records) == undisturbed(tmp_path, 6)
     log = events(tmp_path)
     assert [e["kind"] for e in log if e["event"] == "fault"] == [fault]
     worker_pids = {e["pid"] for e in log if e["event"] == "created"}
@@ -83,3 +86,30 @@ def test_a_simulator_exception_in_reset_names_the_reset(tmp_path: Path, use_asyn
     cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=1, fail_on_episode=1)
     with pytest.raises(SimulatorFailed, match=r"^the Counting simulator raised in reset of episode 1 of task count/0 "):
         run(cfg, n_episodes=3, batch=2, use_async=use_async)
+
+
+# Random actions on two MetaWorld tasks, two workers: 8 episodes of 100 steps (~0.2 s each).
+METAWORLD = [
+    "env.task=[reach-v3,push-v3]",
+    "policy=random",
+    "env.obs_type=state",
+    "eval.n_episodes=4",
+    "env.episode_length=100",
+    "eval.batch_size=2",
+]
+
+
+def test_a_metaworld_worker_killed_mid_run_is_replaced_and_the_records_equal_an_undisturbed_run(
+    tmp_path: Path,
+) -> None:
+    disturbed = tmp_path / "killed"
+    proc = start_eval(disturbed, METAWORLD)
+    wait_for_records(proc, disturbed, 1)
+    killed = kill_a_worker(proc.pid, random.Random(0))
+    stdout, stderr = proc.communicate(timeout=600)
+    assert killed is not None and proc.returncode == 0, stderr
+    assert re.search(r"the MetaWorld worker of sub-env \d was killed by SIGKILL .* replaced it", stdout + stderr), stdout + stderr
+    assert "Traceback" not in stdout + stderr
+    run_eval(*METAWORLD, out_dir=tmp_path / "clean")
+    assert outcomes(disturbed) == outcomes(tmp_path / "clean")
+    assert len(outcomes(disturbed)) == 8
