@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 from lerobot_hydra.app.cli import install_error_reporting, prepare_argv
 from lerobot_hydra.config import schema as schemas
 from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.loggers.bounded import bounded_exit
 from lerobot_hydra.results.aggregate import Results
 from lerobot_hydra.rollout.stopping import RunInterrupted, print_status, stop_signals
 
@@ -70,7 +71,12 @@ def main() -> None:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
-    _hydra_main()
+    try:
+        _hydra_main()
+    except SystemExit as stop:
+        bounded_exit(stop.code if isinstance(stop.code, int) else 1)
+        raise
+    bounded_exit(0)
 
 
 if __name__ == "__main__":

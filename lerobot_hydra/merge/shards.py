@@ -27,6 +27,7 @@ from lerobot_hydra.core.durable import remove_temporaries
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.labels import distinguishing_labels, label_dir_name
 from lerobot_hydra.core.records import sort_records
+from lerobot_hydra.loggers.bounded import bounded_exit
 from lerobot_hydra.merge.checks import (
     Combination,
     check_combination,
@@ -210,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.check and result.ok and not result.written and len(result.merged) == 1:
         combo = result.merged[0][0]
         print(f"{args.sweep_dir}: one unsharded run, nothing to merge; its results: {combo.shards[0].dir}")
-    return 0 if result.ok else 1
+    code = 0 if result.ok else 1
+    bounded_exit(code)  # a logger library's exit hook never holds the process (loggers/bounded.py)
+    return code
 
 
 if __name__ == "__main__":
