@@ -107,9 +107,10 @@ def test_a_metaworld_worker_killed_mid_run_is_replaced_and_the_records_equal_an_
     wait_for_records(proc, disturbed, 1)
     killed = kill_a_worker(proc.pid, random.Random(0))
     stdout, stderr = proc.communicate(timeout=600)
-    assert killed is not None and proc.returncode == 0, stderr
-    assert re.search(r"the MetaWorld worker of sub-env \d was killed by SIGKILL .* replaced it", stdout + stderr), stdout + stderr
-    assert "Traceback" not in stdout + stderr
+    out = stdout + stderr
+    assert killed is not None and proc.returncode == 0, out
+    assert re.search(r"the MetaWorld worker of sub-env \d was killed by SIGKILL .* replaced it", out), out
+    assert "Traceback" not in out
     run_eval(*METAWORLD, out_dir=tmp_path / "clean")
     assert outcomes(disturbed) == outcomes(tmp_path / "clean")
     assert len(outcomes(disturbed)) == 8
