@@ -73,6 +73,13 @@ class Recovery:
                 self.retries,
             )
 
+    def not_replaced(self, err: Exception) -> UserError:
+        """The run-ending error for a replacement worker that could not start (out of memory, a broken install)."""
+        return UserError(
+            f"a replacement {env_label(self.config)} worker could not start ({err}); the episodes recorded so far are "
+            "kept (rerun the same command to resume)"
+        )
+
     def simulator_failed(self, err: SubEnvFailed, unit: Unit | None, step: int) -> SimulatorFailed:
         """The one-line error for a simulator that raised in `err.call` of `unit` (step 0: its reset)."""
         where = "in reset" if step == 0 else f"at step {step}"

@@ -159,8 +159,11 @@ class _Segment:
                 episode.video.abort()
         self.running, self.starting = [None] * n, {}
         self.warming.clear()
-        self.pool.replace(sorted(err.lost))
         self.schedule.put_back(units)
+        try:
+            self.pool.replace(sorted(err.lost))
+        except (WorkerLost, SubEnvFailed) as failed:
+            raise self.recovery.not_replaced(failed) from None
 
     def _failed(self, err: SubEnvFailed) -> SimulatorFailed:
         episode = self.running[err.slot]
