@@ -211,10 +211,16 @@ def main(argv: list[str] | None = None) -> int:
     if not args.check and result.ok and not result.written and len(result.merged) == 1:
         combo = result.merged[0][0]
         print(f"{args.sweep_dir}: one unsharded run, nothing to merge; its results: {combo.shards[0].dir}")
-    code = 0 if result.ok else 1
-    bounded_exit(code)  # a logger library's exit hook never holds the process (loggers/bounded.py)
-    return code
+    return 0 if result.ok else 1
+
+
+def cli() -> None:
+    """The `lerobot-hydra-merge` command: `main`, then an exit that no logger library's exit hook holds
+    (loggers/bounded.py); `main` itself returns, for callers in this process."""
+    code = main()
+    bounded_exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli()
