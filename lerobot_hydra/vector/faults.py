@@ -50,8 +50,8 @@ def describe_exit(exitcode: int | None, timeout_s: float | None = None) -> str:
     """Why a worker was lost, with the likely cause."""
     if timeout_s is not None:
         return (
-            f"did not answer within eval.step_timeout_s={timeout_s:g} s (a wedged simulator) and was killed; raise "
-            "eval.step_timeout_s if its steps are that slow"
+            f"did not answer within eval.step_timeout_s={timeout_s:g} s (a wedged simulator, or one slower than that "
+            "setting) and was killed"
         )
     if exitcode is None:
         return "closed its pipe without exiting"

@@ -36,7 +36,7 @@ def undisturbed(tmp_path: Path, n_episodes: int) -> list[EpisodeRecord]:
 def test_a_lost_worker_is_replaced_and_the_records_equal_an_undisturbed_run(tmp_path: Path, fault: str) -> None:
     # Task 0's episode 3 loses its worker at its first step: SIGKILLed, or wedged until the watchdog kills it.
     cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=2, fault=fault, fault_episode=3, step_sleep_s=0.001)
-    with using_worker_faults(WorkerFaults(step_timeout_s=1.0 if fault == "hang" else 300.0)):
+    with using_worker_faults(WorkerFaults(step_timeout_s=5.0 if fault == "hang" else 300.0)):
         records = run(cfg, n_episodes=6, batch=2, use_async=True)
     assert without_wall_time(records) == undisturbed(tmp_path, 6)
     log = events(tmp_path)
