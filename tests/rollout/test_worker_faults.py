@@ -33,7 +33,9 @@ def undisturbed(tmp_path: Path, n_episodes: int) -> list[EpisodeRecord]:
 
 
 @pytest.mark.parametrize("fault", ["kill", "hang"])
-def test_a_lost_worker_is_replaced_and_the_records_equal_an_undisturbed_run(tmp_path: Path, fault: str) -> None:
+def test_a_lost_worker_is_replaced_and_the_records_equal_an_undisturbed_run(
+    tmp_path: Path, fault: str, caplog: pytest.LogCaptureFixture
+) -> None:
     # Task 0's episode 3 loses its worker at its first step: SIGKILLed, or wedged until the watchdog kills it.
     cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=2, fault=fault, fault_episode=3, step_sleep_s=0.001)
     with using_worker_faults(WorkerFaults(step_timeout_s=5.0 if fault == "hang" else 300.0)):
@@ -41,6 +43,9 @@ def test_a_lost_worker_is_replaced_and_the_records_equal_an_undisturbed_run(tmp_
     assert without_wall_time(records) == undisturbed(tmp_path, 6)
     log = events(tmp_path)
     assert [e["kind"] for e in log if e["event"] == "fault"] == [fault]
+    why = "was killed by SIGKILL" if fault == "kill" else "did not answer within eval.step_timeout_s=5 s"
+    warnings = [r.getMessage() for r in caplog.records if "replaced it" in r.getMessage()]
+    assert len(warnings) == 1 and why in warnings[0] and "running episode 3 of task count/0 count-0" in warnings[0]
     worker_pids = {e["pid"] for e in log if e["event"] == "created"}
     assert len(worker_pids) == 3, "the lost worker was replaced by one new process"
 
