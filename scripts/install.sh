@@ -34,3 +34,7 @@ fi
 # egl_probe's CMakeLists predates CMake 3.5; LeRobot 0.6 installs CMake 4, which refuses it without this.
 export CMAKE_POLICY_VERSION_MINIMUM=3.5
 "${PYTHON:-python}" -m pip install -q -e ".${extras:+[$extras]}"
+if [[ ",$extras," == *",test,"* ]]; then
+  # openpi's client and server for the interoperability tests, without their numpy<2 pin (see pyproject.toml).
+  "${PYTHON:-python}" -m pip install -q --no-deps "openpi-client==0.1.2" "openpi-server==0.1.0"
+fi

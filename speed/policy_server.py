@@ -1,6 +1,7 @@
 """One batching policy server for N env shards vs the same server at max_batch_size=1, and vs the limit.
 
-    python speed/policy_server.py
+    python speed/policy_server.py            # everything
+    python speed/policy_server.py --checks   # only the cost of the security checks (docs/security.md)
 
 The accelerator is simulated: one device, calls serialised, a flat 40 ms per call up to 32 rows (each further 32
 rows another call). It is served by our server (`lerobot_hydra.serving.server.PolicyServer`, in this process);
@@ -11,11 +12,17 @@ row whose queue is empty asks the server). Throughput = observations stepped per
 steady window. The limit is min(env-limited N·λ, device-limited μ(B)·chunk with μ(B) = B rows / 40 ms).
 Target: >= 0.8 of the limit at N = 8. Also printed: the same with chunks of 1 (a request every step), and a real
 tiny ACT checkpoint on the CPU (its μ(B) measured first).
+
+The checks (docs/security.md): every shard presents an API key the server requires, every request is decoded by
+our strict decoder and checked before it is batched, messages are bounded. Measured in the same run against the
+server as it was before them (`Unchecked`: plain msgpack with openpi's array maps, no key, no checks, no size
+limit), at chunks of 1 (a request every step: the most requests per observation). Target: >= 0.95.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import sys
 import tempfile
 import threading
@@ -29,13 +36,41 @@ from common import ROOT, verdict
 sys.path.insert(0, str(ROOT))
 
 from lerobot_hydra.serving.chunks import ChunkRows  # noqa: E402
+from lerobot_hydra.serving.keys import ENV_VAR  # noqa: E402
 from lerobot_hydra.serving.schema import ServeConfig  # noqa: E402
 from lerobot_hydra.serving.server import PolicyServer  # noqa: E402
-from lerobot_hydra.serving.wire import METADATA_KEY  # noqa: E402
+from lerobot_hydra.serving.wire import EXTENSION_KEY, METADATA_KEY, packb  # noqa: E402
 
 SHARDS, ROWS, STEP_S, CHUNK = 8, 8, 0.05, 8
 CALL_S, FLAT_ROWS = 0.040, 32
 WARMUP_S, WINDOW_S = 2.0, 8.0
+NOISE_BYTES = 5056  # a CPU torch generator's state, as a real server's rows carry it
+KEY = "benchmark-key"  # the shards (spawned: they inherit the environment) present it
+
+
+class Unchecked(PolicyServer):
+    """The server before the checks: plain msgpack with openpi's array maps, no key, no checks, no size limit."""
+
+    def __init__(self, policy: Any, settings: ServeConfig) -> None:
+        super().__init__(policy, settings, KEY, key_given=False)  # loopback, a key not given: none required
+        self.max_size = None  # type: ignore[assignment]
+
+    async def _answer(self, websocket: Any, data: Any) -> None:
+        import msgpack
+
+        def arrays(obj: dict) -> Any:
+            if b"__ndarray__" in obj:
+                return np.ndarray(buffer=obj[b"data"], dtype=np.dtype(obj[b"dtype"]), shape=obj[b"shape"])
+            return obj
+
+        message = msgpack.unpackb(data, object_hook=arrays, raw=False)
+        if message.get(EXTENSION_KEY) == "done":
+            await websocket.send(packb({"ok": True}))
+            return
+        rows = ChunkRows(message["frames"], message["task"], message["seed"], message["noise"])
+        actions, noise = await self._infer(rows)
+        self.stats.requests += 1
+        await websocket.send(packb({"actions": actions, "noise": noise}))
 
 
 class SimulatedAccelerator:
@@ -43,6 +78,7 @@ class SimulatedAccelerator:
 
     def __init__(self, chunk: int, action_dim: int = 4) -> None:
         self.chunk, self.action_dim, self.history = chunk, action_dim, 1
+        self.features, self.noise_state_bytes = {"observation.state": (4,)}, NOISE_BYTES
         self.device = threading.Lock()
 
     def metadata(self, max_batch_size: int) -> dict[str, Any]:
@@ -52,7 +88,7 @@ class SimulatedAccelerator:
     def infer(self, rows: ChunkRows) -> tuple[np.ndarray, list[bytes]]:
         with self.device:
             time.sleep(CALL_S * -(-len(rows) // FLAT_ROWS))
-        return np.zeros((len(rows), self.chunk, self.action_dim), np.float32), [b""] * len(rows)
+        return np.zeros((len(rows), self.chunk, self.action_dim), np.float32), [bytes(NOISE_BYTES)] * len(rows)
 
 
 def shard(url: str, server: dict[str, Any], shapes: dict[str, tuple[int, ...]], ready: Any, go: Any, out: Any) -> None:
@@ -77,10 +113,13 @@ def shard(url: str, server: dict[str, Any], shapes: dict[str, tuple[int, ...]], 
     policy.connection.close()
 
 
-def throughput(policy: Any, max_batch_size: int, shapes: dict[str, tuple[int, ...]], shards: int = SHARDS) -> float:
-    """Observations per second stepped by `shards` shards through one server of `policy`."""
+def throughput(
+    policy: Any, max_batch_size: int, shapes: dict[str, tuple[int, ...]], shards: int = SHARDS, checked: bool = True
+) -> float:
+    """Observations per second stepped by `shards` shards through one server of `policy` (`checked`: ours, with
+    its key required and its checks; else `Unchecked`)."""
     settings = ServeConfig(host="127.0.0.1", max_batch_size=max_batch_size, log_interval_s=3600)
-    server = PolicyServer(policy, settings)
+    server = PolicyServer(policy, settings, KEY) if checked else Unchecked(policy, settings)
     ports: list[int] = []
     thread = threading.Thread(target=server.run, args=(ports.append,), daemon=True)
     thread.start()
@@ -159,8 +198,26 @@ def report(name: str, result: tuple[float, float, float, float], target: float |
     return verdict(name, ours / best, target, detail)
 
 
+def checks() -> bool:
+    """The same shards through the checked server and the unchecked one, alternated, chunks of 1."""
+    shapes = {"observation.state": (4,)}
+    runs: dict[bool, list[float]] = {True: [], False: []}
+    for checked in (False, True, True, False):
+        runs[checked].append(throughput(SimulatedAccelerator(1), 32, shapes, checked=checked))
+    ours, before = sum(runs[True]) / 2, sum(runs[False]) / 2
+    detail = (
+        f"with key + checks {ours:.0f} obs/s ({', '.join(f'{v:.0f}' for v in runs[True])}), before them "
+        f"{before:.0f} obs/s ({', '.join(f'{v:.0f}' for v in runs[False])}); limit {limit(1, FLAT_ROWS / CALL_S):.0f}"
+    )
+    return verdict(f"{SHARDS} shards, chunks of 1: the security checks vs none", ours / before, 0.95, detail)
+
+
 def main() -> None:
-    ok = report(f"{SHARDS} shards, chunks of {CHUNK}, simulated 40 ms device", simulated(CHUNK), 0.8)
+    os.environ[ENV_VAR] = KEY
+    if "--checks" in sys.argv[1:]:
+        sys.exit(0 if checks() else 1)
+    ok = checks()
+    ok = report(f"{SHARDS} shards, chunks of {CHUNK}, simulated 40 ms device", simulated(CHUNK), 0.8) and ok
     report(f"{SHARDS} shards, chunks of 1, simulated 40 ms device", simulated(1), None)
     report(f"{SHARDS} shards, tiny ACT on the CPU", tiny_act(), None)
     sys.exit(0 if ok else 1)

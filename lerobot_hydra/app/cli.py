@@ -1,21 +1,21 @@
-"""Command-line plumbing around Hydra: shard sweeps checked before anything is launched, and Hydra's
-composition errors reported as one line."""
+"""Command-line plumbing around Hydra: the errors a user causes reported as one line, and the resolver that names
+the job dirs of a sweep. (A shard sweep is checked by the merge callback and our launchers: launch/shards.py.)"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
 from lerobot_hydra.core.errors import UserError, did_you_mean
-from lerobot_hydra.core.labels import job_subdir, override_values
+from lerobot_hydra.core.labels import job_subdir
 from lerobot_hydra.launch.outcomes import SweepJobsFailed
-
-MULTIRUN_FLAGS = ("-m", "--multirun")
+from lerobot_hydra.launch.shards import NUM_SHARDS, SHARD_ID, num_shards_swept, shard_sweep_in_a_single_run
 
 
 def _job_subdir_resolver(job_num: Any, shard_id: Any, num_shards: Any, overrides: Any) -> str:
@@ -26,69 +26,6 @@ def _job_subdir_resolver(job_num: Any, shard_id: Any, num_shards: Any, overrides
 # conf/config.yaml names each job dir of a sweep with this (shard jobs: <label dir>/shard_<k>_of_<N>). Registered on
 # import: the submitit job processes import this module too, through the pickled task function.
 OmegaConf.register_new_resolver("lerobot_hydra_job_subdir", _job_subdir_resolver, replace=True)
-
-
-def _overrides(argv: list[str]) -> list[str]:
-    return [a for a in argv[1:] if not a.startswith("-") and "=" in a]
-
-
-def prepare_argv(argv: list[str]) -> None:
-    """Checks a sweep over `eval.shard_id` and fills in `eval.num_shards` when it is left out.
-
-    Shard ids must be exactly 0..N-1. Runs before Hydra, so a bad sweep submits nothing.
-    """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-
-    try:
-        parsed = OverridesParser.create().parse_overrides(_overrides(argv))
-    except OverrideParseException:
-        return  # Hydra reports parse errors itself
-    by_key = {o.key_or_group: o for o in parsed}
-    shard = by_key.get("eval.shard_id")
-    if shard is None:
-        return
-    multirun = any(flag in argv for flag in MULTIRUN_FLAGS)
-    if shard.is_sweep_override() and not multirun:
-        raise UserError("a sweep over eval.shard_id needs multirun: add -m")
-    try:
-        ids = [int(v) for v in override_values(shard)]
-    except ValueError as err:
-        raise UserError(f"eval.shard_id must be integers, got {', '.join(override_values(shard))}") from err
-    num = by_key.get("eval.num_shards")
-    if num is not None and num.is_sweep_override():
-        raise UserError("eval.num_shards cannot be swept; give one value (or leave it out in a shard sweep)")
-    if num is None:
-        if not multirun:
-            return  # a single shard run: validated with its config
-        total = len(ids)
-        # Right after the shard override: appended after an option such as `--cfg hydra`, argparse would reject it.
-        at = next(i for i, a in enumerate(argv) if i > 0 and a.lstrip("+").startswith("eval.shard_id="))
-        argv.insert(at + 1, f"eval.num_shards={total}")
-    else:
-        try:
-            total = int(override_values(num)[0])
-        except ValueError as err:
-            raise UserError(f"eval.num_shards must be an integer, got {override_values(num)[0]}") from err
-    if not multirun:
-        return
-    duplicates = sorted({i for i in ids if ids.count(i) > 1})
-    if duplicates:
-        raise UserError(
-            f"eval.shard_id lists {', '.join(map(str, duplicates))} more than once; give each shard id once"
-        )
-    expected = set(range(total))
-    missing, extra = sorted(expected - set(ids)), sorted(set(ids) - expected)
-    if num is None and missing:
-        raise UserError(
-            f"a shard sweep must list ids 0..N-1; missing {', '.join(map(str, missing))}. "
-            "To run only some shards of a larger split, also give eval.num_shards=<N>"
-        )
-    if extra:
-        raise UserError(
-            f"eval.shard_id {', '.join(map(str, extra))} is out of range for eval.num_shards={total}; "
-            f"shard ids run from 0 to {total - 1}"
-        )
 
 
 def describe_hydra_error(ex: BaseException) -> str | None:
@@ -107,12 +44,19 @@ def describe_hydra_error(ex: BaseException) -> str | None:
         text = _first(ex)
         if isinstance(cause, OmegaConfBaseException):
             key = getattr(cause, "full_key", "") or ""
+            if key in (SHARD_ID, NUM_SHARDS) and not isinstance(cause, (ConfigKeyError, ConfigAttributeError)):
+                value = getattr(cause, "value", None)
+                if key == SHARD_ID:
+                    return f"eval.shard_id must be integers, got {value}"
+                return f"eval.num_shards must be an integer, got {value}"
             if isinstance(cause, (ConfigKeyError, ConfigAttributeError)):
                 return f"unknown key '{key or text}'; check the spelling with: python eval.py --cfg job"
             return f"bad value for '{key}': {_first(cause)}"
         if text.startswith("Ambiguous value for argument"):
             arg = text.split("'", 1)[1].rstrip("'")
             key, _, value = arg.partition("=")
+            if key.lstrip("+") in (SHARD_ID, NUM_SHARDS):
+                return shard_sweep_in_a_single_run() if key.lstrip("+") == SHARD_ID else num_shards_swept()
             return (
                 f"'{arg}' is a sweep (commas) in a single run; add -m to sweep, or pass one list value: {key}=[{value}]"
             )
@@ -131,7 +75,7 @@ def describe_hydra_error(ex: BaseException) -> str | None:
 
 def describe_job_error(ex: BaseException) -> str | None:
     """One line for a sweep job that failed: our own errors, and submitit jobs that raised or died (a line per job of
-    the sweep when the merge callback watched them, see sweep_jobs.py)."""
+    the sweep when our submitit launchers watched them, see launch/outcomes.py)."""
     if isinstance(ex, (UserError, SweepJobsFailed)):
         return str(ex)
     kind = type(ex).__name__
@@ -162,30 +106,29 @@ def _first(ex: BaseException) -> str:
     return lines[0] if lines else type(ex).__name__
 
 
-def install_error_reporting() -> None:
-    """Hydra prints composition errors over several lines; print our one line instead (HYDRA_FULL_ERROR=1 still
-    shows everything)."""
-    import hydra._internal.utils as hydra_utils
-
-    original: Callable[[Callable[[], Any]], Any] = hydra_utils.run_and_report
-    if getattr(original, "_lerobot_hydra", False):
-        return
-
-    def run_and_report(func: Callable[[], Any]) -> Any:
-        try:
-            return func()
-        except Exception as ex:  # noqa: BLE001 - Hydra's own reporter handles what we do not describe
-            line = None
-            if os.environ.get("HYDRA_FULL_ERROR") != "1":
-                line = describe_hydra_error(ex) or describe_job_error(ex)
-            if line is None:
-                return original(lambda error=ex: _reraise(error))
-            print(f"error: {line}", file=sys.stderr)
-            sys.exit(1 if isinstance(ex, SweepJobsFailed) else 2)
-
-    run_and_report._lerobot_hydra = True  # type: ignore[attr-defined]
-    hydra_utils.run_and_report = run_and_report
+# Set while eval.py runs: it asked Hydra to re-raise (so the user did not set HYDRA_FULL_ERROR=1 themselves). Child
+# processes (a policy server job, submitit jobs) inherit both variables and so still describe errors in one line.
+OURS = "LEROBOT_HYDRA_DESCRIBES_ERRORS"
 
 
-def _reraise(ex: BaseException) -> None:
-    raise ex
+@contextlib.contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Around a `@hydra.main` function: the errors a user causes end in one `error: ...` line (exit 2; a sweep with
+    failed jobs: exit 1); anything else raises as it would (a traceback, exit 1).
+
+    Hydra has no public hook for how `@hydra.main` reports an error: it prints it (over several lines) and exits,
+    unless the documented environment variable HYDRA_FULL_ERROR=1 is set, when it raises it. So we set that variable
+    and report here; when the user set it, everything raises untouched (tests/app/test_error_reporting.py pins it).
+    """
+    describe = os.environ.get("HYDRA_FULL_ERROR") != "1" or os.environ.get(OURS) == "1"
+    if describe:
+        os.environ["HYDRA_FULL_ERROR"] = "1"
+        os.environ[OURS] = "1"
+    try:
+        yield
+    except Exception as ex:
+        line = (describe_hydra_error(ex) or describe_job_error(ex)) if describe else None
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        sys.exit(1 if isinstance(ex, SweepJobsFailed) else 2)

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from lerobot_hydra.app.sequential import run_rounds
 from lerobot_hydra.config.schema import EvalConfig, resolve_target
-from lerobot_hydra.config.validation import check_shards_have_work
+from lerobot_hydra.config.validation import check_sequential, check_shards_have_work
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.loggers.base import ExperimentLogger, build_loggers
 from lerobot_hydra.loggers.run_meta import shard_run, single_run
@@ -53,8 +55,23 @@ def run_identity(cfg: DictConfig, eval_cfg: EvalConfig, checkpoint: dict[str, An
     return identity
 
 
+@dataclass(frozen=True)
+class RoundLimit:
+    """Run only the episodes before `end` of each task, none past `stops[task]` of a stopped task, and publish
+    `sequential` with the results: one round of a sequence driven from outside (app/paired_sequential.py)."""
+
+    end: int
+    stops: dict[tuple[str, int], int]
+    sequential: dict[str, Any] | None = None
+
+
 def evaluate_config(
-    cfg: DictConfig, eval_cfg: EvalConfig, out_dir: Path, label: str, on_locked: Callable[[], None] | None = None
+    cfg: DictConfig,
+    eval_cfg: EvalConfig,
+    out_dir: Path,
+    label: str,
+    on_locked: Callable[[], None] | None = None,
+    limit: RoundLimit | None = None,
 ) -> Results:
     """`on_locked` runs once this process holds `out_dir` and its identity check passed (it saves `.hydra/`)."""
     parts = build_run(cfg)
@@ -81,8 +98,27 @@ def evaluate_config(
             log.info(
                 "shard %d of %d: %d episodes over %d tasks", eval_cfg.shard_id, num_shards, plan_size(plan), len(work)
             )
-        interrupted = run_lanes(cfg, eval_cfg, parts, store, work)
-        return _publish(cfg, eval_cfg, loggers, store, work, label, interrupted)
+        sequential = None
+        if limit is not None:
+            for key, n in limit.stops.items():
+                store.stop_task(key, n)
+            caps = {w.task.key: limit.stops.get(w.task.key, limit.end) for w in work}
+            work = [
+                TaskWork(w.task, [k for k in w.episodes if k < caps[w.task.key]], w.done, w.successes) for w in work
+            ]
+            sequential = limit.sequential
+            interrupted = run_lanes(cfg, eval_cfg, parts, store, work)
+        elif eval_cfg.sequential.stop is None:
+            interrupted = run_lanes(cfg, eval_cfg, parts, store, work)
+        else:
+            check_sequential(eval_cfg.sequential, num_shards)
+            interrupted, sequential = run_rounds(
+                eval_cfg,
+                store,
+                lambda: plan_work(tasks, plan, store),
+                lambda todo: run_lanes(cfg, eval_cfg, parts, store, todo),
+            )
+        return _publish(cfg, eval_cfg, loggers, store, work, label, interrupted, sequential)
 
 
 def plan_work(tasks: list[TaskSpec], plan: list[TaskBlock], store: RunStore) -> list[TaskWork]:
@@ -146,10 +182,12 @@ def _publish(
     work: list[TaskWork],
     label: str,
     interrupted: RunInterrupted | None,
+    sequential: dict[str, Any] | None = None,
 ) -> Results:
     out_dir = store.out_dir
     num_shards = eval_cfg.num_shards or 1
     results = aggregate(store.sorted_records(), store.eval_s, store.provenance, store.complete)
+    results = results.with_sequential(sequential)
     prefix = ""
     if interrupted is not None:  # partial results, marked so, quickly (SLURM kills soon): no plot, no loggers
         planned = sum(w.done + len(w.episodes) for w in work)

@@ -1,33 +1,36 @@
 """`lerobot-hydra-serve`: one policy, built as eval.py builds it, served to every evaluation shard that connects
-with `policy=remote` (README "One GPU serves many shards")."""
+with `policy=remote` (docs/serving.md)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-import socket
+import secrets
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from lerobot_hydra.core.durable import write_json_atomic
+from lerobot_hydra.core.durable import replace_durably
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.gl import resolve_device
+from lerobot_hydra.serving.keys import ENV_VAR, public_host, server_key
 from lerobot_hydra.serving.schema import ServeConfig, validate_serve
 
 log = logging.getLogger("lerobot_hydra")
 
 CONFIG_PATH = "pkg://lerobot_hydra.conf"
-WILDCARD_HOSTS = {"0.0.0.0", "::", ""}
 
 
 def build_chunk_policy(cfg: DictConfig) -> Any:
     """The policy of `cfg`, loaded as eval.py loads it (the same run builder), behind the server's chunk interface."""
     from importlib.metadata import PackageNotFoundError, version
 
+    from lerobot_hydra.policies.lerobot.features import env_observation_features
     from lerobot_hydra.rollout.build import build_run
     from lerobot_hydra.serving.chunks import ChunkPolicy
 
@@ -47,18 +50,28 @@ def build_chunk_policy(cfg: DictConfig) -> Any:
         "packages": packages,
     }
     name = str(policy.get("path") or policy["_target_"])
-    served = ChunkPolicy(parts.build_policy(), identity, name)
+    served = ChunkPolicy(parts.build_policy(), identity, name, env_observation_features(parts.run_env))
     log.info("serving %s on %s", name, parts.policy.resolved_device(resolve_device(str(cfg.device))))
     return served
 
 
-def announce(path: Path, host: str, port: int) -> dict[str, Any]:
-    """Writes the announce file (whole or not at all): where the shards find this server."""
-    public = socket.gethostname() if host in WILDCARD_HOSTS else host
-    info = {"url": f"ws://{public}:{port}", "pid": os.getpid(), "host": public, "port": port}
+def announce(path: Path, url: str, key: str, trusted_cert: str | None) -> None:
+    """Writes the announce file (whole or not at all, mode 0600 from its creation: it holds the API key): where
+    the shards find this server, the key they present, and the certificate they trust for a wss:// url."""
+    where = urlsplit(url)
+    info = {"url": url, "pid": os.getpid(), "host": where.hostname, "port": where.port, "api_key": key}
+    if trusted_cert:
+        info["tls_cert"] = str(Path(trusted_cert).expanduser().resolve())
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, info)
-    return info
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as file:
+            json.dump(info, file)
+        replace_durably(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def serve(cfg: DictConfig, settings: ServeConfig | None = None, server_ready: Any = None) -> None:
@@ -67,20 +80,28 @@ def serve(cfg: DictConfig, settings: ServeConfig | None = None, server_ready: An
     from lerobot_hydra.serving.server import PolicyServer
 
     settings = settings or validate_serve(cfg)
+    key, given = server_key(settings.api_key_file)
+    announce_path = Path(settings.announce).expanduser() if settings.announce else None
+    if settings.shards and announce_path is None and not given:
+        raise UserError(
+            f"serve.shards={settings.shards} counts the clients that present the API key, which none could learn: "
+            "give serve.announce (its clients read the key there), or a key (serve.api_key_file or $" + ENV_VAR + ")"
+        )
     logging.getLogger("websockets").setLevel(logging.WARNING)  # a line per connection otherwise
     policy = build_chunk_policy(cfg)
-    server = PolicyServer(policy, settings)
-    announce_path = Path(settings.announce).expanduser() if settings.announce else None
+    server = PolicyServer(policy, settings, key, given)
 
     def listening(port: int) -> None:
         server.port = port
-        url = f"ws://{settings.host}:{port}"
+        url = f"{server.scheme}://{public_host(settings.host)}:{port}"
         if announce_path is not None:
-            url = announce(announce_path, settings.host, port)["url"]
+            announce(announce_path, url, key, settings.tls_cert)
         where = f"; announced in {announce_path}" if announce_path else ""
+        needed = "required" if server.gate.key_required else "optional on loopback"
         log.info(
-            "policy server listening on %s (max_batch_size=%d, max_wait_ms=%g)%s",
+            "policy server listening on %s (API key %s, max_batch_size=%d, max_wait_ms=%g)%s",
             url,
+            needed,
             settings.max_batch_size,
             settings.max_wait_ms,
             where,
@@ -96,8 +117,6 @@ def serve(cfg: DictConfig, settings: ServeConfig | None = None, server_ready: An
 
 
 def _announced_by_me(path: Path) -> bool:
-    import json
-
     try:
         return json.loads(path.read_text()).get("pid") == os.getpid()
     except (OSError, ValueError):
@@ -114,10 +133,10 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    from lerobot_hydra.app.cli import install_error_reporting
+    from lerobot_hydra.app.cli import one_line_errors
 
-    install_error_reporting()
-    _hydra_main()
+    with one_line_errors():
+        _hydra_main()
 
 
 if __name__ == "__main__":

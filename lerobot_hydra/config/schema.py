@@ -17,8 +17,29 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from lerobot_hydra.config.validation import check_devices, check_env_values, check_policy_fits_env, check_seeds
+from lerobot_hydra.config.validation import (
+    check_devices,
+    check_env_values,
+    check_policy_fits_env,
+    check_seeds,
+    check_sequential,
+)
 from lerobot_hydra.core.errors import UserError, did_you_mean
+
+
+@dataclass
+class SequentialConfig:
+    """Sequential stopping (results/sequential.py): eval.n_episodes becomes each task's maximum, and a task stops
+    at the end of a round once decided, with error rate at most `alpha` however many rounds are looked at."""
+
+    # null: off. precision: stop a task once its success rate is known to +-`precision` points. threshold: stop it
+    # once its rate is known to lie above or below `threshold` percent (with `precision` also set, whichever first).
+    stop: str | None = None
+    # Episodes per task per round; a decision is taken only at round ends (and at the maximum).
+    round: int = 10
+    alpha: float = 0.05
+    precision: float | None = None  # points
+    threshold: float | None = None  # percent
 
 
 @dataclass
@@ -44,10 +65,16 @@ class EvalConfig:
     step_timeout_s: float = 300.0
     # How often a lost worker (killed, crashed or wedged) is replaced on the same episode before the run ends.
     worker_retries: int = 2
+    sequential: SequentialConfig = field(default_factory=SequentialConfig)
 
 
 @dataclass
 class RunConfig:
+    # env, policy and logger stay untyped at composition: the node's `_target_` chooses its dataclass (a benchmark's
+    # or policy family's own, or a user's subclass given as `policy._target_=...` or from their own config dir), which
+    # one schema in the ConfigStore cannot express (OmegaConf has no unions of structured configs, and a typed node
+    # would reject a subclass's extra fields). `validate` checks each against its `_target_`'s dataclass right after
+    # composition, before anything is built, with a did-you-mean for unknown keys.
     env: Any = MISSING
     policy: Any = MISSING
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -59,10 +86,19 @@ class RunConfig:
     policy_server: Any = None
 
 
+def open_node() -> DictConfig:
+    """An empty node that stays open in Hydra's struct mode: a config that defaults to it (`/schema/open@_here_`)
+    takes keys its YAML does not list as plain `key=value` overrides (env=lerobot: the fields of env.type)."""
+    node = OmegaConf.create({})
+    OmegaConf.set_struct(node, False)
+    return node
+
+
 def register_schemas() -> None:
     cs = ConfigStore.instance()
     cs.store(name="run_schema", node=RunConfig)
     cs.store(group="eval", name="schema", node=EvalConfig)
+    cs.store(group="schema", name="open", node=open_node())
 
 
 register_schemas()
@@ -86,6 +122,11 @@ def validate_node(node: DictConfig, key: str) -> type:
         raise UserError(f"'{key}' must be a config with a _target_; choose one with {key}=<name>")
     cls = resolve_target(node._target_, key)
     if not dataclasses.is_dataclass(cls):
+        return cls
+    own_check = getattr(cls, "check_node", None)
+    if callable(own_check):
+        # A schema that depends on a value (env=lerobot: the fields of env.type) checks the node itself.
+        own_check(node, key)
         return cls
     fields = {f.name for f in dataclasses.fields(cls)}
     for name in node.keys():
@@ -145,6 +186,7 @@ def validate(cfg: DictConfig) -> EvalConfig:
     if not isinstance(cfg.device, str) or not _valid_device(cfg.device):
         raise UserError(f"device must be auto, cpu, cuda, cuda:<index> or mps, got '{cfg.device}'")
     check_seeds(cfg.seed, ev.n_episodes)
+    check_sequential(ev.sequential, ev.num_shards)
     validate_policy_and_env(cfg)
     return ev
 

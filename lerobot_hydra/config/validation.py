@@ -86,3 +86,34 @@ def check_shards_have_work(n_units: int, num_shards: int, n_tasks: int, n_episod
             f"eval.num_shards={num_shards} exceeds the {n_units} episodes of this run ({n_tasks} task(s) x "
             f"eval.n_episodes={n_episodes}), so some shards would have no work; use eval.num_shards <= {n_units}"
         )
+
+
+SEQUENTIAL_STOPS = ("precision", "threshold")
+
+
+def check_sequential(seq: Any, num_shards: int | None) -> None:
+    """eval.sequential: a known rule with what it needs, and every value it is given used and in range."""
+    if seq.stop is None:
+        given = [k for k in ("precision", "threshold") if getattr(seq, k) is not None]
+        if given:
+            raise UserError(
+                f"eval.sequential.{given[0]} is set but eval.sequential.stop is null; "
+                f"add eval.sequential.stop={'threshold' if 'threshold' in given else 'precision'}"
+            )
+        return
+    if seq.stop not in SEQUENTIAL_STOPS:
+        raise UserError(f"eval.sequential.stop={seq.stop} is unknown; use one of: {', '.join(SEQUENTIAL_STOPS)}")
+    if getattr(seq, seq.stop) is None:
+        example = "precision=5" if seq.stop == "precision" else "threshold=80"
+        raise UserError(f"eval.sequential.stop={seq.stop} needs eval.sequential.{seq.stop}, e.g. {example}")
+    if seq.round < 1 or not 0 < seq.alpha < 1:
+        raise UserError(f"eval.sequential: round must be >= 1 and 0 < alpha < 1, got {seq.round} and {seq.alpha}")
+    if seq.precision is not None and not 0 < seq.precision <= 50:
+        raise UserError(f"eval.sequential.precision={seq.precision} points: give a half-width in (0, 50]")
+    if seq.threshold is not None and not 0 < seq.threshold < 100:
+        raise UserError(f"eval.sequential.threshold={seq.threshold}%: give a success rate strictly between 0 and 100")
+    if num_shards is not None and num_shards > 1:
+        raise UserError(
+            "eval.sequential.stop with eval.num_shards > 1 is not supported yet (a round's decision needs every "
+            "shard's episodes); run the sequential evaluation unsharded"
+        )

@@ -1,5 +1,5 @@
-"""How a sweep's jobs and files are named: shard overrides, combination labels, and the shard dir and file
-names (built here only).
+"""How a sweep's jobs are named: shard overrides, combination labels, and the dir of each job (the shard dir and
+file names themselves: core/layout.py).
 
 In a multirun, jobs that differ only in their shard form one combination; its label is the job's other
 overrides. A shard job's directory is `<label dir>/shard_<k>_of_<N>` under the sweep dir, a function of its
@@ -10,9 +10,10 @@ holds `shard_<k>_of_<N>.json` (rundir/shard_file.py) and `episodes.jsonl`.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from lerobot_hydra.core.layout import shard_dir_name
 
 SHARD_KEYS = ("eval.shard_id", "eval.num_shards")
 # Where a sweep's policy is served (+policy_server=<preset>, policy_server.*), not what it evaluates: like the
@@ -69,27 +70,6 @@ def label_dir_name(label: str) -> str:
         digest = hashlib.sha256(label.encode()).hexdigest()[:10]
         name = f"{name[: MAX_LABEL_DIR_CHARS - 11]}-{digest}"
     return name
-
-
-# Every finished episode of a run dir, one JSON line each (core/records.py).
-EPISODES_FILE = "episodes.jsonl"
-# Matches every shard file name (`shard_file_name`), for globbing a dir.
-SHARD_FILE_GLOB = "shard_*_of_*.json"
-_SHARD_FILE = re.compile(r"^shard_(\d+)_of_(\d+)\.json$")
-
-
-def shard_dir_name(shard_id: int, num_shards: int) -> str:
-    return f"shard_{shard_id}_of_{num_shards}"
-
-
-def shard_file_name(shard_id: int, num_shards: int) -> str:
-    return f"{shard_dir_name(shard_id, num_shards)}.json"
-
-
-def parse_shard_file_name(name: str) -> tuple[int, int] | None:
-    """(shard id, number of shards) that a shard file's name says, or None for any other name."""
-    match = _SHARD_FILE.match(name)
-    return (int(match[1]), int(match[2])) if match else None
 
 
 def job_subdir(job_num: int, shard_id: int, num_shards: int | None, overrides: Sequence[str]) -> str:

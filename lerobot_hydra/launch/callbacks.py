@@ -1,8 +1,9 @@
 """The Hydra callback that merges a sweep's shards when the multirun ends (conf/config.yaml registers it).
 
 Hydra calls `on_multirun_end` only when every job succeeded, and turns an exception raised in a callback into
-a warning. So: checks that must stop a sweep before anything is submitted run in `on_multirun_start` and exit;
-a failed merge prints one line per problem and exits non-zero; and when a job fails (or the sweep is
+a warning with exit status 0 (tests/sweeps/test_launchers.py pins both). So: checks that must stop a sweep before
+anything is submitted (the shard ids, the baseline, sbatch) run in `on_multirun_start` and exit (SystemExit is not
+caught); a failed merge prints one line per problem and exits non-zero; and when a job fails (or the sweep is
 interrupted) an exit hook reports which shards are missing or incomplete and how to finish by hand.
 """
 
@@ -19,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lerobot_hydra.core.commands import shell_command
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.core.labels import parse_shard_file_name
+from lerobot_hydra.core.layout import parse_shard_file_name
 
 MERGE_COMMAND = "lerobot-hydra-merge"
 
@@ -57,12 +58,14 @@ class MergeShards(Callback):
                 file=sys.stderr,
             )
             sys.exit(2)
-        from lerobot_hydra.launch.outcomes import watch_submitit_jobs
+        from lerobot_hydra.launch.shards import shard_sweep_total
 
-        watch_submitit_jobs()  # a failed job: one line per job of the sweep, then the shard table below
         self._sweep_dir = Path(str(config.hydra.sweep.dir))
         self._some_shards = runs_some_shards(list(config.hydra.overrides.task))
         try:
+            # Before any job (or the policy server's callback after this one) is submitted; our launchers fill in
+            # eval.num_shards with the same function.
+            shard_sweep_total(list(config.hydra.overrides.task))
             check_baseline(self.baseline, sweep_values(list(config.hydra.overrides.task)))
         except UserError as err:
             print(f"error: {err}", file=sys.stderr)

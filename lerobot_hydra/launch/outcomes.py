@@ -2,12 +2,11 @@
 shard table (callbacks.py), and exit status 1.
 
 Hydra's submitit launcher waits for its jobs in order and gives up at the first that failed, leaving the others
-running unseen, with an error that names a side effect (a traceback, "has not produced any output"). The merge
-callback therefore wraps the launcher when a multirun starts (`watch_submitit_jobs`): it keeps the jobs it submits,
-and when one fails it waits for every other to end (Ctrl-C stops waiting; they keep running), then raises
-`SweepJobsFailed`. The state named is the cluster's (SLURM's sacct, or squeue without accounting, through
-submitit's watcher): CANCELLED, PREEMPTED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, FAILED; a job that stopped on a signal
-adds its own status line (stopping.py) from its log.
+running unseen, with an error that names a side effect (a traceback, "has not produced any output"). Our submitit
+launchers (launchers.py) therefore keep the jobs they submit, and when one fails they wait for every other to end
+(Ctrl-C stops waiting; they keep running), then raise `SweepJobsFailed`. The state named is the cluster's (SLURM's
+sacct, or squeue without accounting, through submitit's watcher): CANCELLED, PREEMPTED, TIMEOUT, NODE_FAIL,
+OUT_OF_MEMORY, FAILED; a job that stopped on a signal adds its own status line (stopping.py) from its log.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ log = logging.getLogger("lerobot_hydra")
 UNFINISHED = {"PENDING", "RUNNING", "REQUEUED", "COMPLETING", "CONFIGURING", "SUSPENDED", "RESIZING"}
 
 
-# Every job the submitit launcher submitted in this process (the policy server's callback checks they ended).
+# Every job our submitit launchers submitted in this process (the policy server's callback checks they ended).
 SUBMITTED: list[Any] = []
 
 
@@ -35,51 +34,29 @@ class SweepJobsFailed(Exception):
     """Some jobs of a sweep did not succeed; the message has a line per job."""
 
 
-def watch_submitit_jobs() -> None:
-    """Wraps the submitit launcher (no-op without it) and has submitit's sacct warning said once."""
-    try:
-        from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
-    except ImportError:
-        return
-    original: Callable[..., Any] = BaseSubmititLauncher.launch
-    if getattr(original, "_lerobot_hydra", False):
-        return
-    logging.getLogger("submitit").addFilter(_SacctWarningOnce())
+def say_sacct_warning_once() -> None:
+    """Has submitit's "Bypassing sacct error" warning said once in this process (a filter on its logger)."""
+    submitit_log = logging.getLogger("submitit")
+    if not any(isinstance(f, _SacctWarningOnce) for f in submitit_log.filters):
+        submitit_log.addFilter(_SacctWarningOnce())
 
-    def launch(self: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
-        import submitit
 
-        submitted: list[tuple[Any, Sequence[str]]] = []
-        map_array = submitit.AutoExecutor.map_array
+def stopped_waiting(submitted: list[tuple[Any, Sequence[str]]]) -> SystemExit:
+    """Ctrl-C while waiting for the jobs: a line per job (they keep running); exit status 130."""
+    lines = [f"  {text}" for _, text in _job_lines(submitted)]
+    print("lerobot_hydra: stopped waiting (Ctrl-C); the jobs keep running:", *lines, sep="\n", file=sys.stderr)
+    return SystemExit(130)
 
-        def recording_map_array(executor: Any, fn: Any, *iterables: Any) -> Any:
-            jobs = map_array(executor, fn, *iterables)
-            submitted.extend(zip(jobs, iterables[0], strict=True))  # the first argument: the job's overrides
-            SUBMITTED.extend(jobs)
-            return jobs
 
-        submitit.AutoExecutor.map_array = recording_map_array  # type: ignore[method-assign]
-        try:
-            return original(self, job_overrides, initial_job_idx)
-        except KeyboardInterrupt:
-            if not submitted:
-                raise
-            lines = [f"  {text}" for _, text in _job_lines(submitted)]
-            print("lerobot_hydra: stopped waiting (Ctrl-C); the jobs keep running:", *lines, sep="\n", file=sys.stderr)
-            raise SystemExit(130) from None
-        except Exception:
-            if not submitted:
-                raise
-            _wait_for_all([job for job, _ in submitted])
-            lines = _job_lines(submitted)
-            failed = sum(not ok for ok, _ in lines)
-            report = [f"{failed} of {len(lines)} jobs of the sweep did not succeed:", *(f"  {t}" for _, t in lines)]
-            raise SweepJobsFailed("\n".join(report)) from None
-        finally:
-            submitit.AutoExecutor.map_array = map_array  # type: ignore[method-assign]
-
-    launch._lerobot_hydra = True  # type: ignore[attr-defined]
-    BaseSubmititLauncher.launch = launch  # type: ignore[method-assign]
+def failed_jobs(submitted: list[tuple[Any, Sequence[str]]]) -> SweepJobsFailed | None:
+    """Waits for every job to end (Ctrl-C stops waiting), then the error naming each job, if any did not succeed."""
+    _wait_for_all([job for job, _ in submitted])
+    lines = _job_lines(submitted)
+    failed = sum(not ok for ok, _ in lines)
+    if not failed:
+        return None
+    report = [f"{failed} of {len(lines)} jobs of the sweep did not succeed:", *(f"  {t}" for _, t in lines)]
+    return SweepJobsFailed("\n".join(report))
 
 
 def _wait_for_all(jobs: list[Any]) -> None:
@@ -123,22 +100,26 @@ def job_line(job: Any, overrides: Sequence[str], with_label: bool = True) -> tup
 
 def _outcome(job: Any) -> tuple[str, str]:
     """The job's outcome, "ok", "failed" (its result is an error) or "none" (no result: killed, or stopped on a
-    signal), and what it said went wrong (its error, or its status line)."""
-    from submitit.core.utils import pickle_load
+    signal, or not ended), and what it said went wrong (its error, or its status line)."""
+    if not job.done():
+        return "none", _status_line(Path(job.paths.stderr))
+    error = job.exception()  # submitit's FailedJobError (the job raised) or UncompletedJobError (no result)
+    if error is not None and type(error).__name__ == "UncompletedJobError":
+        return "none", _status_line(Path(job.paths.stderr))
+    if error is not None:
+        return "failed", f"it raised: {_raised(str(error))}"
+    value = job.result()
+    # Hydra's run_job returns the task's exception in its JobReturn (status FAILED) instead of raising it.
+    status = getattr(getattr(value, "status", None), "name", "COMPLETED")
+    if status == "COMPLETED":
+        return "ok", ""
+    return "failed", f"it raised: {_last_line(str(getattr(value, '_return_value', value)))}"
 
-    result_file = Path(job.paths.result_pickle)
-    if result_file.exists():
-        try:
-            outcome, value = pickle_load(result_file)
-        except Exception as err:  # noqa: BLE001 - an unreadable result is a failure to report, not to raise
-            return "failed", f"its result is unreadable ({err})"
-        if outcome == "success":
-            status = getattr(getattr(value, "status", None), "name", "COMPLETED")
-            if status == "COMPLETED":
-                return "ok", ""
-            return "failed", f"it raised: {_last_line(str(getattr(value, '_return_value', value)))}"
-        return "failed", f"it raised: {_last_line(str(value))}"
-    return "none", _status_line(Path(job.paths.stderr))
+
+def _raised(failed_job_error: str) -> str:
+    """The last line of the trace in submitit's FailedJobError ("...with trace:\n---\n<trace>\n---\n<paths>")."""
+    parts = failed_job_error.split("----------------------")
+    return _last_line(parts[1] if len(parts) > 2 else failed_job_error)
 
 
 def _state(job: Any) -> str:

@@ -3,7 +3,7 @@
 `logger` in the config is a mapping of sink name -> node whose `_target_` is a `LoggerConfig` (`logger=wandb`
 gives `{wandb: {...}}`; `logger=[wandb,csv]` or a YAML whose defaults list several combines them). Each config is
 validated against its dataclass, then `build()` returns an `ExperimentLogger`. `RunMeta` says which run a result set
-belongs to (see loggers.py for how each kind of run is named).
+belongs to (see run_meta.py for how each kind of run is named).
 """
 
 from __future__ import annotations

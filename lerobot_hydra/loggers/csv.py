@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from lerobot_hydra.core.durable import write_text_atomic
+from lerobot_hydra.core.layout import RESULTS_CSV, SWEEP_CSV
 from lerobot_hydra.loggers.base import LoggerConfig, RunMeta
 from lerobot_hydra.results.aggregate import Results, Summary
 
 log = logging.getLogger("lerobot_hydra")
 
-RESULTS_CSV = "results.csv"
-SWEEP_CSV = "sweep_results.csv"
 RUN_COLUMNS = ["run", "job_type", "label"]
 RATE_COLUMNS = ["n_episodes", "successes", "pc_success", "ci95_low", "ci95_high", "avg_sum_reward", "avg_max_reward"]
 RESULT_COLUMNS = [*RUN_COLUMNS, "scope", "task_group", "task_id", "task_name", *RATE_COLUMNS]

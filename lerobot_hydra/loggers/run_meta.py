@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from lerobot_hydra.core.layout import HYDRA_CONFIG_FILE, HYDRA_DIR
 from lerobot_hydra.loggers.base import RunMeta
 
 log = logging.getLogger("lerobot_hydra")
@@ -46,7 +47,7 @@ def saved_run_config(run_dir: Path) -> dict[str, Any] | None:
     """The config Hydra saved for a run (`<run_dir>/.hydra/config.yaml`), or None when there is none."""
     from omegaconf import OmegaConf
 
-    path = run_dir / ".hydra" / "config.yaml"
+    path = run_dir / HYDRA_DIR / HYDRA_CONFIG_FILE
     if not path.is_file():
         return None
     return plain_config(OmegaConf.load(path))

@@ -23,6 +23,8 @@ COMPARISON_COLUMNS = [
     "ci95_low",
     "ci95_high",
     "p_value",
+    "mde_pc",
+    "verdict",
 ]
 SEED_COLUMNS = ["arm", "seed", "n_episodes", "pc_success", "ci95_low", "ci95_high"]
 
@@ -53,7 +55,8 @@ def comparison_rows(summary: dict[str, Any]) -> list[list[Any]]:
             head = [c["candidate"], c["baseline"], c["paired"], c["unpaired_reason"]]
             task = [row.get("task_group"), row.get("task_id"), row.get("task_name")]
             values = [row[k] for k in ("n_baseline", "n_candidate", "pc_baseline", "pc_candidate", "diff_pc")]
-            out.append([*head, *task, *values, *row["ci95_diff_pc"], row["p_value"]])
+            judged = [row.get("mde_pc"), row.get("verdict")]
+            out.append([*head, *task, *values, *row["ci95_diff_pc"], row["p_value"], *judged])
     return out
 
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lerobot_hydra.core.commands import hydra_override, shell_command
-from lerobot_hydra.core.labels import EPISODES_FILE, is_shard_override, job_subdir, shard_dir_name
+from lerobot_hydra.core.labels import is_shard_override, job_subdir
+from lerobot_hydra.core.layout import EPISODES_FILE, shard_dir_name
 from lerobot_hydra.core.records import read_jsonl
 from lerobot_hydra.rollout.plan import plan_size, shard_plan
 from lerobot_hydra.rundir.shard_file import Shard, fingerprint, saved_overrides
@@ -110,8 +111,8 @@ def _check_shard(shard: Shard, reference: Shard, combo: Combination, sweep_dir: 
     expected = shard_plan(shard.task_keys, int(shard.identity.get("n_episodes", 0)), shard.shard_id, shard.num_shards)
     if shard.plan != expected:
         return [f"{shard.path}: its planned episodes are not {shard.name} of its configuration; re-run that shard"]
-    blocks = {b.key: b.episodes for b in expected}
-    planned_count = plan_size(expected)
+    blocks = shard.planned_blocks()
+    planned_count = sum(len(episodes) for episodes in blocks.values())
     units = [r.unit for r in shard.records]
     twice = sorted(u for u, n in Counter(units).items() if n > 1)
     if twice:

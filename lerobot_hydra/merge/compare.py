@@ -2,24 +2,32 @@
 those in A (the baseline), per task and overall, paired episode for episode when both ran the same tasks, episodes,
 seeds and initial states, else unpaired (and it says why).
 
-A and B are run dirs (a run, a shard sweep's merged dir, a combination's dir) or sweep dirs whose combinations
-differ only in seed (pooled). With `--paired`, results that cannot be paired are refused, naming the difference.
-Exit status: 0 compared, 2 a dir that holds no usable results or, with --paired, results that cannot be paired.
+A and B are run dirs (a run, a shard sweep's merged dir, a combination's dir), sweep dirs whose combinations
+differ only in seed (pooled), or lerobot-eval output dirs (or their eval_info.json): lerobot-eval's episodes pair by
+task, episode and seed where its eval_info.json records seeds, and are compared unpaired where it does not (the
+heading says which). With `--paired`, results that cannot be paired are refused, naming the difference.
+
+Every row gets a verdict (regressed, improved, held, underpowered: results.verdicts) and the smallest difference its
+episodes could detect. Exit status: 0 compared; 1 with `--fail-on-regression [overall|group|task]` when a row of
+that level regressed significantly (CI gating); 2 a dir that holds no usable results or, with --paired, results
+that cannot be paired.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.core.labels import EPISODES_FILE
+from lerobot_hydra.core.layout import EPISODES_FILE, EVAL_INFO_FILE
 from lerobot_hydra.core.records import read_jsonl
-from lerobot_hydra.results.eval_info import EVAL_INFO_FILE, read_eval_info
+from lerobot_hydra.results.eval_info import lerobot_eval_records, read_eval_info
 from lerobot_hydra.results.pairing import ResultSet, compare, format_comparison
+from lerobot_hydra.results.verdicts import DEFAULT, REGRESSED, Criteria
 
 
 def load_results(path: Path, name: str) -> ResultSet:
@@ -29,8 +37,10 @@ def load_results(path: Path, name: str) -> ResultSet:
     from lerobot_hydra.merge.summary import group_arms, sweep_entry
     from lerobot_hydra.rundir.shard_file import find_shard_files
 
+    if path.is_file() and path.name.endswith(".json"):
+        return _eval_info_results(path, name)
     if not path.is_dir():
-        raise UserError(f"{path} is not a directory; give a run dir or a sweep dir")
+        raise UserError(f"{path} is not a directory; give a run dir, a sweep dir or an eval_info.json")
     if find_shard_files(path):
         result = merge_sweep(path, write=False)
         if not result.ok:
@@ -46,14 +56,26 @@ def load_results(path: Path, name: str) -> ResultSet:
         return ResultSet(name, arms[0].result_set().records)
     info_path = path / EVAL_INFO_FILE
     if info_path.is_file():
-        try:
-            return ResultSet(name, list(read_eval_info(info_path).episodes))
-        except ValueError as err:
-            raise UserError(f"{info_path} has no readable episode records ({err}); re-run or merge it") from err
+        return _eval_info_results(info_path, name)
     records = read_jsonl(path / EPISODES_FILE)
     if not records:
         raise UserError(f"{path} holds no results (no shard file, {EVAL_INFO_FILE} or {EPISODES_FILE})")
     return ResultSet(name, records)
+
+
+def _eval_info_results(path: Path, name: str) -> ResultSet:
+    """An eval_info.json's episodes: its episode records (ours), else its per-task lists (lerobot-eval's)."""
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+        if "episodes" in info:
+            return ResultSet(name, list(read_eval_info(path).episodes))
+        records, seeded = lerobot_eval_records(info)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise UserError(f"{path} has no readable episode records ({err}); re-run or merge it") from err
+    if not records:
+        raise UserError(f"{path} holds no episodes")
+    why = None if seeded else "is lerobot-eval's eval_info.json, which records no episode seeds"
+    return ResultSet(name, records, unpairable=why, init_states_known=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,18 +90,52 @@ def main(argv: list[str] | None = None) -> int:
         "--paired", action="store_true", help="refuse, naming the difference, unless the episodes pair up"
     )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison to FILE as JSON")
+    parser.add_argument(
+        "--fail-on-regression",
+        nargs="?",
+        const="overall",
+        choices=GATE_LEVELS,
+        help="exit 1 when B regressed significantly: overall (the default), in any group, or in any task "
+        "(Holm-adjusted across the groups or tasks)",
+    )
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level of the verdicts (0.05)")
+    parser.add_argument(
+        "--margin",
+        type=float,
+        default=10.0,
+        metavar="POINTS",
+        help="'held' needs the episodes to detect a change of this many points (10); else 'underpowered'",
+    )
     args = parser.parse_args(argv)
     try:
         if args.json is not None:
             check_json_target(args.json)
-        comparison = compare_dirs(args.a, args.b, require_paired=args.paired)
+        if not (0 < args.alpha < 1 and 0 < args.margin <= 100):
+            raise UserError(f"--alpha {args.alpha:g} / --margin {args.margin:g}: give 0 < alpha < 1, 0 < margin <= 100")
+        comparison = compare_dirs(args.a, args.b, args.paired, Criteria(args.alpha, args.margin))
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(format_comparison(comparison, f"B ({args.b}) vs baseline A ({args.a})"), flush=True)
     if args.json is not None:
         write_json_atomic(args.json, comparison)
+    if args.fail_on_regression and regressed(comparison, args.fail_on_regression):
+        print(f"regression: B regressed significantly ({args.fail_on_regression} level)", file=sys.stderr)
+        return 1
     return 0
+
+
+GATE_LEVELS = ("overall", "group", "task")
+
+
+def regressed(comparison: dict[str, Any], level: str) -> bool:
+    """Whether a row of `level` (overall, group or task) has the verdict 'regressed'."""
+    rows = {
+        "overall": [comparison["overall"]],
+        "group": list(comparison["per_group"].values()),
+        "task": comparison["per_task"],
+    }[level]
+    return any(row["verdict"] == REGRESSED for row in rows)
 
 
 def check_json_target(path: Path) -> None:
@@ -90,8 +146,8 @@ def check_json_target(path: Path) -> None:
         raise UserError(f"--json {path}: the folder {path.parent} does not exist; create it or name another file")
 
 
-def compare_dirs(a: Path, b: Path, require_paired: bool = False) -> dict[str, Any]:
-    return compare(load_results(a, "A"), load_results(b, "B"), require_paired=require_paired)
+def compare_dirs(a: Path, b: Path, require_paired: bool = False, criteria: Criteria = DEFAULT) -> dict[str, Any]:
+    return compare(load_results(a, "A"), load_results(b, "B"), require_paired, criteria)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from lerobot_hydra.core.commands import shell_command
 from lerobot_hydra.core.durable import remove_temporaries
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.labels import distinguishing_labels, label_dir_name
+from lerobot_hydra.core.layout import EVAL_INFO_FILE
 from lerobot_hydra.core.records import sort_records
 from lerobot_hydra.loggers.bounded import bounded_exit
 from lerobot_hydra.merge.checks import (
@@ -36,7 +37,6 @@ from lerobot_hydra.merge.checks import (
     missing_shards,
 )
 from lerobot_hydra.results.aggregate import Results, aggregate
-from lerobot_hydra.results.eval_info import EVAL_INFO_FILE
 from lerobot_hydra.rollout import provenance
 from lerobot_hydra.rundir.lock import DirLock
 from lerobot_hydra.rundir.shard_file import ShardFileError, find_shard_files, load_shard

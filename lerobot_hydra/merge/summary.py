@@ -20,14 +20,13 @@ from typing import Any, Protocol
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.labels import distinguishing_labels, split_label
+from lerobot_hydra.core.layout import HYDRA_DIR, HYDRA_HYDRA_FILE, SUMMARY_FILE
 from lerobot_hydra.core.records import EpisodeRecord, sort_records
 from lerobot_hydra.merge.baseline import SEED_KEY, holds
 from lerobot_hydra.results.aggregate import Results, Summary, aggregate
 from lerobot_hydra.results.pairing import ResultSet, align, compare, format_comparison
 from lerobot_hydra.results.table import rate_text
 from lerobot_hydra.rundir.shard_file import Shard
-
-SUMMARY_FILE = "sweep_summary.json"
 
 
 @dataclass
@@ -222,7 +221,8 @@ def _job_order(run_dirs: Sequence[Path]) -> tuple[int, int]:
     nums = []
     for run_dir in run_dirs:
         try:
-            nums.append(int(yaml.safe_load((run_dir / ".hydra" / "hydra.yaml").read_text())["hydra"]["job"]["num"]))
+            saved = yaml.safe_load((run_dir / HYDRA_DIR / HYDRA_HYDRA_FILE).read_text())
+            nums.append(int(saved["hydra"]["job"]["num"]))
         except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
             continue
     return (0, min(nums)) if nums else (1, 0)

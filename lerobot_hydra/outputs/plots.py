@@ -13,9 +13,6 @@ from typing import Any
 from lerobot_hydra.core.labels import distinguishing_labels
 from lerobot_hydra.results.aggregate import Results, TaskSummary
 
-SUCCESS_PLOT = "success_by_task.png"
-SWEEP_HEATMAP = "sweep_heatmap.png"
-COMPARISON_PLOT = "comparison_forest.png"
 LABEL_CHARS = 48
 DPI = 110
 

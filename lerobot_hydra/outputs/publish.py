@@ -12,12 +12,13 @@ from typing import Any
 
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.results.aggregate import Results
-from lerobot_hydra.results.eval_info import EVAL_INFO_FILE, to_eval_info
-from lerobot_hydra.results.table import format_table
-from lerobot_hydra.outputs import report
+from lerobot_hydra.core.layout import COMPARISON_PLOT, EVAL_INFO_FILE, SUCCESS_PLOT, SWEEP_HEATMAP
 from lerobot_hydra.loggers.base import ExperimentLogger, RunMeta, build_loggers
 from lerobot_hydra.loggers.run_meta import merged_run, sweep_run
+from lerobot_hydra.outputs import report
+from lerobot_hydra.results.aggregate import Results
+from lerobot_hydra.results.eval_info import to_eval_info
+from lerobot_hydra.results.table import format_table
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -62,7 +63,7 @@ def publish_merged(
     num_shards: int | None = None,
 ) -> None:
     """`publish` for the merge of one combination (`label`, '' when only shards were swept) of the sweep in
-    `sweep_dir`. With `config` (the combination's config, e.g. `loggers.saved_run_config(<a shard's dir>)`)
+    `sweep_dir`. With `config` (the combination's config, e.g. `loggers.run_meta.saved_run_config(<a shard's dir>)`)
     whose `logger` names experiment loggers, the merge is logged as the sweep group's `merged` run, under
     an id derived from the sweep and label, so merging again updates that run instead of adding one."""
     loggers = _config_loggers(config)
@@ -85,14 +86,14 @@ def publish_sweep(
     from lerobot_hydra.outputs import plots
 
     images = {}
-    heatmap = _draw("the sweep heatmap", plots.sweep_heatmap, results, sweep_dir / plots.SWEEP_HEATMAP)
+    heatmap = _draw("the sweep heatmap", plots.sweep_heatmap, results, sweep_dir / SWEEP_HEATMAP)
     if heatmap is not None:
         images["sweep_heatmap"] = heatmap
         print(f"Sweep heatmap: {heatmap}", flush=True)
     if summary is None:
         return heatmap
     if summary["comparisons"]:
-        path = sweep_dir / plots.COMPARISON_PLOT
+        path = sweep_dir / COMPARISON_PLOT
         forest = _draw(
             "the comparison plot", plots.comparison_forest, summary["comparisons"], summary["baseline"], path
         )
@@ -169,7 +170,7 @@ def _report(
 def _plots(results: Results, out_dir: Path) -> dict[str, Path]:
     if not results.tasks:
         return {}
-    from lerobot_hydra.outputs.plots import SUCCESS_PLOT, success_by_task
+    from lerobot_hydra.outputs.plots import success_by_task
 
     try:
         return {"success_by_task": success_by_task(results, out_dir / SUCCESS_PLOT)}

@@ -20,10 +20,10 @@ from typing import Any
 from urllib.parse import quote
 
 from lerobot_hydra.core.durable import write_text_atomic
+from lerobot_hydra.core.layout import REPORT_FILE
 from lerobot_hydra.results.aggregate import Results, Summary
 from lerobot_hydra.results.table import ci_text, pc_text, table_rows
 
-REPORT_FILE = "report.html"
 _IMAGE_HEADINGS = {
     "success_by_task": "Success by task",
     "comparison_forest": "Differences from the baseline",
@@ -74,9 +74,23 @@ def run_report(results: Results, out_dir: Path, title: str, images: Mapping[str,
         *_images(images, ("success_by_task",)),
         *_videos(results, out_dir),
     ]
+    if results.sequential:
+        parts += _sequential(results.sequential)
     if results.provenance:
         parts += ["<h2>Provenance</h2>", _table(("key", "value"), _flatten(results.provenance), kv=True)]
     return _write(out_dir / REPORT_FILE, title, parts)
+
+
+def _sequential(sequential: Mapping[str, Any]) -> list[str]:
+    """Why and when each task stopped (eval.sequential)."""
+    settings = sequential["settings"]
+    given = ", ".join(f"{k}={v}" for k, v in settings.items() if v is not None)
+    rows = [(task, str(t["n_episodes"]), t["outcome"], t["why"]) for task, t in sequential["per_task"].items()]
+    return [
+        "<h2>Sequential stopping</h2>",
+        f'<p class="sub">eval.sequential: {_e(given)}; at most {sequential["n_episodes_max"]} episodes per task</p>',
+        _table(("task", "episodes", "stopped as", "why"), rows),
+    ]
 
 
 def sweep_report(summary: dict[str, Any], sweep_dir: Path, images: Mapping[str, Path]) -> Path:

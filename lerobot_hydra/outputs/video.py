@@ -21,12 +21,13 @@ from typing import Any
 import numpy as np
 
 from lerobot_hydra.core.durable import remove_temporaries, replace_durably, temporary_path
+from lerobot_hydra.core.layout import VIDEO_DIR
+from lerobot_hydra.core.layout import video_path as layout_video_path
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
 
 log = logging.getLogger("lerobot_hydra")
 
-VIDEO_DIR = "videos"
 # Videos being written are hidden files `.episode_<k>.mp4.<random>.part` beside their final name.
 PART_SUFFIX = ".part"
 # Frames waiting per encoder thread (a 480x480 frame is 0.7 MB).
@@ -41,7 +42,7 @@ _ABORT = "abort"
 
 def video_path(task: TaskSpec, episode_index: int) -> str:
     """Path of an episode's video relative to the run dir."""
-    return f"{VIDEO_DIR}/{task.group}_{task.task_id}/episode_{episode_index}.mp4"
+    return layout_video_path(task.group, task.task_id, episode_index)
 
 
 def as_rgb_frame(frame: Any) -> np.ndarray:

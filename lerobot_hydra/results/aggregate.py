@@ -64,6 +64,8 @@ class Results:
     provenance: Mapping[str, Any] | None = None
     # False for a run that was stopped; None where it does not apply (a merge holds complete shards only).
     complete: bool | None = None
+    # Sequential stopping (eval.sequential): its settings and, per task label, when and why the task stopped.
+    sequential: Mapping[str, Any] | None = None
 
     @property
     def eval_ep_s(self) -> float | None:
@@ -74,6 +76,9 @@ class Results:
 
     def with_meta(self, provenance: Mapping[str, Any] | None, complete: bool | None = None) -> Results:
         return dataclasses.replace(self, provenance=provenance, complete=complete)
+
+    def with_sequential(self, sequential: Mapping[str, Any] | None) -> Results:
+        return dataclasses.replace(self, sequential=sequential)
 
 
 def summarize(records: Sequence[EpisodeRecord]) -> dict[str, Any]:

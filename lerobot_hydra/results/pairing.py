@@ -15,11 +15,14 @@ from typing import Any
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.records import EpisodeRecord
+from lerobot_hydra.results.power import detectable_paired, detectable_unpaired
 from lerobot_hydra.results.stats import FISHER, MCNEMAR, Difference, PairCounts, paired_difference, unpaired_difference
 from lerobot_hydra.results.table import task_label as table_label
+from lerobot_hydra.results.verdicts import DEFAULT, Criteria, holm, verdict
 
 TaskKey = tuple[str, int]
 PairKey = tuple[str, int, int, int]  # task group, task id, episode index, seed
+PAIRED_ON_STATES, PAIRED_ON_SEEDS = "task, episode, seed and initial state", "task, episode and seed"
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,10 @@ class ResultSet:
 
     name: str
     records: list[EpisodeRecord]
+    # Why its episodes cannot be paired at all (e.g. lerobot-eval's eval_info.json records no seeds); None if they can.
+    unpairable: str | None = None
+    # False where the episodes' initial states are not recorded (lerobot-eval's): pairs are matched by task and seed.
+    init_states_known: bool = True
 
     @property
     def tasks(self) -> list[TaskKey]:
@@ -55,6 +62,9 @@ def row_label(row: dict[str, Any]) -> str:
 def pairing_problem(a: ResultSet, b: ResultSet) -> str | None:
     """None when `a` and `b` hold the same episodes (tasks, episode indices, seeds, initial states); else what
     differs, as a phrase naming the first difference."""
+    for s in (a, b):
+        if s.unpairable:
+            return f"{s.name} {s.unpairable}"
     names: dict[TaskKey, str] = {(r.task_group, r.task_id): task_label(r) for r in [*b.records, *a.records]}
     only_a = [t for t in a.tasks if t not in set(b.tasks)]
     only_b = [t for t in b.tasks if t not in set(a.tasks)]
@@ -72,6 +82,8 @@ def pairing_problem(a: ResultSet, b: ResultSet) -> str | None:
         seeds_a, seeds_b = sorted(r.seed for r in ra), sorted(r.seed for r in rb)
         if seeds_a != seeds_b or {pair_key(r) for r in ra} != {pair_key(r) for r in rb}:
             return f"different seeds ({names[task]}: {_seeds(seeds_a)} in {a.name}, {_seeds(seeds_b)} in {b.name})"
+        if not (a.init_states_known and b.init_states_known):
+            continue
         by_key = {pair_key(r): r for r in rb}
         for r in ra:
             other = by_key[pair_key(r)].init_state_id
@@ -83,9 +95,12 @@ def pairing_problem(a: ResultSet, b: ResultSet) -> str | None:
     return None
 
 
-def compare(baseline: ResultSet, candidate: ResultSet, require_paired: bool = False) -> dict[str, Any]:
-    """The comparison of `candidate` against `baseline`, paired when their episodes pair up. With
-    `require_paired`, result sets that do not pair are refused (UserError naming the difference)."""
+def compare(
+    baseline: ResultSet, candidate: ResultSet, require_paired: bool = False, criteria: Criteria = DEFAULT
+) -> dict[str, Any]:
+    """The comparison of `candidate` against `baseline`, paired when their episodes pair up, with a verdict per
+    task, group and overall (results.verdicts, at `criteria`). With `require_paired`, result sets that do not pair
+    are refused (UserError naming the difference)."""
     for side in (baseline, candidate):
         if not side.records:
             raise UserError(f"{side.name} holds no episodes to compare")
@@ -102,15 +117,36 @@ def compare(baseline: ResultSet, candidate: ResultSet, require_paired: bool = Fa
             records = baseline.of_task(task)
             named = {"task_group": task[0], "task_id": task[1], "task_name": records[0].task_name}
             rows.append({**named, **_row(records, candidate.of_task(task), paired)})
+    groups = {}
+    for group in dict.fromkeys(r.task_group for r in baseline.records):
+        base = [r for r in baseline.records if r.task_group == group]
+        cand = [r for r in candidate.records if r.task_group == group]
+        if cand:
+            groups[group] = _row(base, cand, paired)
+    known = baseline.init_states_known and candidate.init_states_known
+    overall = _row(baseline.records, candidate.records, paired)
+    for level in (rows, list(groups.values()), [overall]):
+        _judge(level, criteria)
     return {
         "baseline": baseline.name,
         "candidate": candidate.name,
         "paired": paired,
+        "paired_on": (PAIRED_ON_STATES if known else PAIRED_ON_SEEDS) if paired else None,
         "unpaired_reason": reason,
         "test": MCNEMAR if paired else FISHER,
         "per_task": rows,
-        "overall": _row(baseline.records, candidate.records, paired),
+        "per_group": groups,
+        "overall": overall,
+        "verdict": overall["verdict"],
+        "criteria": {"alpha": criteria.alpha, "margin_pc": criteria.margin_pc},
     }
+
+
+def _judge(rows: list[dict[str, Any]], criteria: Criteria) -> None:
+    """Each row's verdict, its p-value adjusted (Holm) for the other rows of its level."""
+    for row, p in zip(rows, holm([r["p_value"] for r in rows]), strict=True):
+        row["p_adjusted"] = p
+        row["verdict"] = verdict(row["diff_pc"], p, row["mde_pc"], criteria)
 
 
 def _row(base: Sequence[EpisodeRecord], cand: Sequence[EpisodeRecord], paired: bool) -> dict[str, Any]:
@@ -120,9 +156,11 @@ def _row(base: Sequence[EpisodeRecord], cand: Sequence[EpisodeRecord], paired: b
         counts = PairCounts.of([(r.success, by_key[pair_key(r)]) for r in base])
         diff = paired_difference(counts)
         row.update(n_baseline_only=counts.baseline_only, n_candidate_only=counts.candidate_only)
+        mde = detectable_paired(counts.n, (counts.baseline_only + counts.candidate_only) / counts.n)
     else:
         diff = unpaired_difference(sum(r.success for r in base), len(base), sum(r.success for r in cand), len(cand))
-    return {**row, **_percentages(diff)}
+        mde = detectable_unpaired(diff.baseline, len(base), len(cand))
+    return {**row, **_percentages(diff), "mde_pc": None if mde is None else 100.0 * mde}
 
 
 def _percentages(diff: Difference) -> dict[str, Any]:
@@ -139,15 +177,23 @@ def describe(comparison: dict[str, Any]) -> str:
     """'paired (...)' or 'unpaired: <why>', for headings."""
     if comparison["paired"]:
         n = comparison["overall"]["n_baseline"]
-        return f"paired ({n} episode pairs with the same tasks, seeds and initial states; {comparison['test']} test)"
+        seeds_only = comparison.get("paired_on") == PAIRED_ON_SEEDS
+        what = "tasks and seeds" if seeds_only else "tasks, seeds and initial states"
+        return f"paired ({n} episode pairs with the same {what}; {comparison['test']} test)"
     return f"unpaired: {comparison['unpaired_reason']} ({comparison['test']} test)"
 
 
 def comparison_rows(comparison: dict[str, Any]) -> list[tuple[str, ...]]:
-    """Table rows (task, episodes, baseline, candidate, difference, 95% CI, p), the overall row last."""
+    """Table rows (task, episodes, baseline, candidate, difference, 95% CI, p, detectable, verdict): the tasks,
+    then the groups (where a group holds more than one task), the overall row last."""
     out = []
-    for row in [*comparison["per_task"], comparison["overall"]]:
-        name = row_label(row)
+    groups = [
+        {**row, "group": g}
+        for g, row in comparison.get("per_group", {}).items()
+        if sum(t["task_group"] == g for t in comparison["per_task"]) > 1
+    ]
+    for row in [*comparison["per_task"], *groups, comparison["overall"]]:
+        name = f"group {row['group']}" if "group" in row else row_label(row)
         n = str(row["n_baseline"]) if comparison["paired"] else f"{row['n_baseline']}/{row['n_candidate']}"
         low, high = row["ci95_diff_pc"]
         out.append(
@@ -159,6 +205,8 @@ def comparison_rows(comparison: dict[str, Any]) -> list[tuple[str, ...]]:
                 f"{row['diff_pc']:+.1f}",
                 f"[{low:+.1f}, {high:+.1f}]",
                 format_p(row["p_value"]),
+                "-" if row.get("mde_pc") is None else f"{row['mde_pc']:.0f}",
+                row.get("verdict", ""),
             )
         )
     return out
@@ -167,13 +215,20 @@ def comparison_rows(comparison: dict[str, Any]) -> list[tuple[str, ...]]:
 def comparison_header(comparison: dict[str, Any]) -> tuple[str, ...]:
     episodes = "pairs" if comparison["paired"] else "episodes"
     p = "McNemar p" if comparison["paired"] else "Fisher p"
-    return ("task", episodes, "baseline", "candidate", "difference", "95% CI", p)
+    return ("task", episodes, "baseline", "candidate", "difference", "95% CI", p, "detectable", "verdict")
 
 
 def format_comparison(comparison: dict[str, Any], title: str = "") -> str:
     """A heading and one line per task and overall: rates, difference in points with its interval, p-value."""
     lines = [title or f"{comparison['candidate']} vs baseline {comparison['baseline']}", f"  {describe(comparison)}"]
     lines += align([comparison_header(comparison), *comparison_rows(comparison)], rule_before_last=True)
+    if "criteria" in comparison:
+        c = comparison["criteria"]
+        lines.append(
+            f"  verdict: {comparison['verdict']} (alpha {c['alpha']:g}, Holm-adjusted across tasks and across groups;"
+            f" 'detectable': the smallest difference in points these episodes detect with 80% power; 'held' needs it"
+            f" <= {c['margin_pc']:g})"
+        )
     return "\n".join(lines)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-HYDRA_SUBDIR = ".hydra"
+from lerobot_hydra.core.layout import HYDRA_CONFIG_FILE, HYDRA_DIR, HYDRA_HYDRA_FILE, HYDRA_OVERRIDES_FILE
 
 
 class JobFiles:
@@ -48,13 +48,13 @@ class JobFiles:
 
     def save(self) -> None:
         """Writes `.hydra/` as Hydra would and lets the held log lines (and all later ones) into the job log."""
-        out = self.run_dir / HYDRA_SUBDIR
+        out = self.run_dir / HYDRA_DIR
         out.mkdir(parents=True, exist_ok=True)
         hydra_node = self._hydra_cfg.hydra
         for name, cfg in (
-            ("config.yaml", self._task_cfg),
-            ("hydra.yaml", self._hydra_cfg),
-            ("overrides.yaml", hydra_node.overrides.task),
+            (HYDRA_CONFIG_FILE, self._task_cfg),
+            (HYDRA_HYDRA_FILE, self._hydra_cfg),
+            (HYDRA_OVERRIDES_FILE, hydra_node.overrides.task),
         ):
             (out / name).write_text(OmegaConf.to_yaml(cfg), encoding="utf-8")
         self._release(write=True)

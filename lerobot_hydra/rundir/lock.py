@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.core.layout import LOCK_FILE
 
 log = logging.getLogger("lerobot_hydra")
 
-LOCK_FILE = ".lerobot_hydra.lock"
 # flock errors that mean "this filesystem does not do locks", not "someone holds it".
 PROBE_RETRIES = 5
 _UNSUPPORTED = {errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL}

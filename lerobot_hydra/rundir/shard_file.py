@@ -4,7 +4,7 @@
 The run store (store.py) writes it when a run first starts (the header: fingerprint, identity, tasks, plan,
 provenance; `complete` false) and once more at the end (then with `complete`, `eval_s` and every record); the
 merge finds and loads them. A shard file is only ever replaced whole (durable.py), so it is read complete or
-not at all; whether its run dir is locked by a live process (runlock.py) says whether the shard is still running.
+not at all; whether its run dir is locked by a live process (lock.py) says whether the shard is still running.
 """
 
 from __future__ import annotations
@@ -12,16 +12,19 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lerobot_hydra.core.commands import hydra_override, shell_command
 from lerobot_hydra.core.durable import read_json_object, write_json_atomic
-from lerobot_hydra.core.labels import (
+from lerobot_hydra.core.labels import is_shard_override
+from lerobot_hydra.core.layout import (
     EPISODES_FILE,
+    HYDRA_DIR,
+    HYDRA_HYDRA_FILE,
+    HYDRA_OVERRIDES_FILE,
     SHARD_FILE_GLOB,
-    is_shard_override,
     parse_shard_file_name,
     shard_file_name,
 )
@@ -63,6 +66,16 @@ class Shard:
     running: str | None = None
     # What made it (lerobot_hydra.rollout.provenance); None in shard files written before it was recorded.
     provenance: dict[str, Any] | None = None
+    # Tasks that sequential stopping (eval.sequential) stopped, and after how many of their episodes.
+    stopped: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def planned_blocks(self) -> dict[tuple[str, int], range]:
+        """Each task's planned episodes, a stopped task's cut at its stop."""
+        blocks = {b.key: b.episodes for b in self.plan}
+        for key, n in self.stopped.items():
+            if key in blocks:
+                blocks[key] = range(blocks[key].start, max(blocks[key].start, min(blocks[key].stop, n)))
+        return blocks
 
     @property
     def dir(self) -> Path:
@@ -128,9 +141,19 @@ class ShardFile:
         """The file of a started run: its header, not complete, without records (they go to episodes.jsonl)."""
         write_json_atomic(self.path, {**header, "complete": False})
 
-    def finish(self, header: dict[str, Any], complete: bool, eval_s: float, records: list[EpisodeRecord]) -> None:
-        """The full file at a run's end: header, `complete`, `eval_s` and every record (sorted)."""
+    def finish(
+        self,
+        header: dict[str, Any],
+        complete: bool,
+        eval_s: float,
+        records: list[EpisodeRecord],
+        stopped: dict[tuple[str, int], int] | None = None,
+    ) -> None:
+        """The full file at a run's end: header, `complete`, `eval_s`, every record (sorted) and the tasks
+        sequential stopping stopped."""
         data = {**header, "complete": complete, "eval_s": eval_s, "episodes": [r.to_dict() for r in records]}
+        if stopped:
+            data["stopped"] = [{"task_group": g, "task_id": t, "n_episodes": n} for (g, t), n in stopped.items()]
         write_json_atomic(self.path, data)
 
     def started_run(self) -> StartedRun:
@@ -184,6 +207,9 @@ class ShardFile:
                 records=[EpisodeRecord.from_dict(r) for r in data.get("episodes", [])],
                 running=holder_if_locked(path.parent),
                 provenance=data.get("provenance"),
+                stopped={
+                    (str(x["task_group"]), int(x["task_id"])): int(x["n_episodes"]) for x in data.get("stopped", ())
+                },
             )
         except (KeyError, TypeError, ValueError) as err:
             raise ShardFileError(f"{path} lacks or garbles a field ({err!r}); re-run that shard") from err
@@ -225,11 +251,11 @@ def saved_overrides(run_dir: Path) -> tuple[list[str] | None, list[str]]:
     import yaml
 
     try:
-        task = yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text())
+        task = yaml.safe_load((run_dir / HYDRA_DIR / HYDRA_OVERRIDES_FILE).read_text())
     except (OSError, yaml.YAMLError):
         return None, []
     try:
-        hydra_cfg = yaml.safe_load((run_dir / ".hydra" / "hydra.yaml").read_text())
+        hydra_cfg = yaml.safe_load((run_dir / HYDRA_DIR / HYDRA_HYDRA_FILE).read_text())
         hydra_overrides = list(hydra_cfg["hydra"]["overrides"]["hydra"] or [])
     except (OSError, yaml.YAMLError, KeyError, TypeError):
         hydra_overrides = []

@@ -1,6 +1,6 @@
 """A run's directory on disk: episodes flushed as they finish, the shard file, session times, and resume.
 
-The run holds the directory's lock (runlock.py) from start to end, so no second process writes there.
+The run holds the directory's lock (lock.py) from start to end, so no second process writes there.
 `episodes.jsonl` is appended and fsynced per episode and is the source of truth. The shard file
 (shard_file.py) holds the config fingerprint, the tasks and the plan (per task, the first and last episode
 index of the shard's contiguous block); it is written atomically once when the run first starts (so a started
@@ -24,7 +24,7 @@ from typing import Any
 
 from lerobot_hydra.core.durable import read_json_object, remove_temporaries, write_json_atomic
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.core.labels import EPISODES_FILE
+from lerobot_hydra.core.layout import EPISODES_FILE, SESSIONS_FILE
 from lerobot_hydra.core.records import EpisodeRecord, append_jsonl, read_jsonl, sort_records
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.outputs.video import remove_partial_videos
@@ -35,7 +35,6 @@ from lerobot_hydra.rundir.shard_file import ShardFile, ShardFormatError, fingerp
 
 log = logging.getLogger("lerobot_hydra")
 
-SESSIONS_FILE = "sessions.json"
 # How often sessions.json is rewritten: a killed session's last seconds up to this are not counted.
 HEARTBEAT_S = 5.0
 
@@ -74,6 +73,7 @@ class RunStore:
         self._task_order = [t.key for t in tasks]
         self._plan = {block.key: block.episodes for block in plan}
         self._planned_count = plan_size(plan)
+        self.stopped: dict[tuple[str, int], int] = {}  # sequential stopping: task -> episodes it stopped after
         self._lock = DirLock(out_dir, "an evaluation").acquire()
         self._heartbeat_stop = threading.Event()
         self._sessions_lock = threading.Lock()
@@ -184,6 +184,14 @@ class RunStore:
     def sorted_records(self) -> list[EpisodeRecord]:
         return sort_records(self.records, self._task_order)
 
+    def stop_task(self, key: tuple[str, int], n_episodes: int) -> None:
+        """Sequential stopping decided `key` after its first `n_episodes`: the rest of its plan is not run, and the
+        run is complete without them."""
+        planned = self._plan[key]
+        self.stopped[key] = n_episodes
+        self._planned_count -= len([k for k in planned if k >= n_episodes])
+        self._plan[key] = range(planned.start, min(planned.stop, max(planned.start, n_episodes)))
+
     @property
     def complete(self) -> bool:
         return len(self.done()) >= self._planned_count
@@ -200,7 +208,7 @@ class RunStore:
         """The full shard file, at the end: header, `complete`, `eval_s` and every record."""
         self._stopped = time.monotonic()
         eval_s = self._write_sessions()
-        self.shard_file.finish(self.header, self.complete, eval_s, self.sorted_records())
+        self.shard_file.finish(self.header, self.complete, eval_s, self.sorted_records(), self.stopped)
 
     def close(self) -> None:
         """Stops the heartbeat, records this session's time and lets go of the dir."""

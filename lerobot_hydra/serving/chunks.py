@@ -52,9 +52,11 @@ class ChunkRows:
 
 
 class ChunkPolicy:
-    """A LeRobot policy of a per-row family (lerobot_perrow.py), serving chunks (see the module docstring)."""
+    """A LeRobot policy of a per-row family (rows.py), serving chunks (see the module docstring)."""
 
-    def __init__(self, runtime: Any, identity: dict[str, Any], name: str) -> None:
+    def __init__(
+        self, runtime: Any, identity: dict[str, Any], name: str, features: dict[str, tuple[int, ...]] | None = None
+    ) -> None:
         if not isinstance(runtime, PerRowLeRobotPolicy):
             family = getattr(getattr(getattr(runtime, "policy", None), "config", None), "type", type(runtime).__name__)
             raise UserError(
@@ -81,6 +83,18 @@ class ChunkPolicy:
         self.history = max(layout.history.values(), default=1)
         action = (runtime.policy.config.output_features or {}).get("action")
         self.action_dim = int(np.prod(action.shape)) if action is not None else None
+        # The per-sample shape of every key it reads, as the env's processors give it (what requests must hold).
+        self.features = {key: tuple(shape) for key, shape in (features or {}).items() if key in self.reads}
+
+    @property
+    def reads(self) -> list[str]:
+        return sorted(self.runtime.observation_keys)
+
+    @property
+    def noise_state_bytes(self) -> int:
+        import torch
+
+        return int(torch.Generator().get_state().numel())
 
     def metadata(self, max_batch_size: int) -> dict[str, Any]:
         """What the server sends on connect: openpi clients ignore our entry; ours reads it."""
@@ -88,7 +102,7 @@ class ChunkPolicy:
             METADATA_KEY: {
                 "version": PROTOCOL_VERSION,
                 "policy": self.name,
-                "reads": sorted(self.runtime.observation_keys),
+                "reads": self.reads,
                 "history": self.history,
                 "chunk": self.queue_length,
                 "action_dim": self.action_dim,

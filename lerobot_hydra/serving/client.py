@@ -1,8 +1,8 @@
 """`policy=remote`: a policy served by a policy server (`lerobot-hydra-serve`, or any openpi-compatible server).
 
 Each batch row keeps its own action queue here, so only the rows whose queue is empty ask the server for a
-chunk. Against our server (its metadata names our extension, remote_wire.py) all such rows of a step go in one
-message with their raw observation history, episode seed and noise state (remote_serving.py computes them as
+chunk. Against our server (its metadata names our extension, wire.py) all such rows of a step go in one
+message with their raw observation history, episode seed and noise state (chunks.py computes them as
 in-process evaluation would); against an openpi server each row is one request of one observation (its env keys,
 and its task text as `prompt`), whose reply's `actions` (chunk, action_dim) are queued whole.
 """
@@ -24,7 +24,8 @@ import numpy as np
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.policies.base import PolicyConfig, RowResettablePolicy
-from lerobot_hydra.serving.connection import Connection
+from lerobot_hydra.serving.connection import Access, Connection
+from lerobot_hydra.serving.replies import checked_actions, checked_metadata, checked_noise
 from lerobot_hydra.serving.wire import EXTENSION_KEY, METADATA_KEY, PROTOCOL_VERSION
 
 log = logging.getLogger("lerobot_hydra")
@@ -33,12 +34,20 @@ log = logging.getLogger("lerobot_hydra")
 @dataclass
 class RemotePolicyConfig(PolicyConfig):
     # Where the server is and how long to wait for it: the served policy's identity is the fingerprint's.
-    OUTCOME_NEUTRAL = frozenset({"url", "connect_timeout_s"})
+    OUTCOME_NEUTRAL = frozenset({"url", "connect_timeout_s", "api_key_file", "tls_cert"})
 
     # ws://host:port, or the path of the announce file a server writes once it listens (serve.announce).
     url: str = ""
     # How long to wait for the server (its announce file, its port) before giving up.
     connect_timeout_s: float = 300.0
+    # A file holding the server's API key; else $LEROBOT_HYDRA_API_KEY, else the key in the announce file.
+    api_key_file: str | None = None
+    # The certificate to trust for a wss:// server; else the one the announce file names, else the system's CAs.
+    tls_cert: str | None = None
+
+    @property
+    def access(self) -> Access:
+        return Access(self.api_key_file, self.tls_cert)
 
     @cached_property
     def server(self) -> dict[str, Any] | None:
@@ -47,7 +56,7 @@ class RemotePolicyConfig(PolicyConfig):
             raise UserError("policy.url is empty; give ws://<host>:<port> or the path of a server's announce file")
         if self.connect_timeout_s <= 0:
             raise UserError(f"policy.connect_timeout_s must be positive, got {self.connect_timeout_s}")
-        connection = Connection(self.url, self.connect_timeout_s)
+        connection = Connection(self.url, self.connect_timeout_s, self.access)
         connection.close()
         ours = connection.metadata.get(METADATA_KEY)
         if isinstance(ours, dict) and ours.get("version") != PROTOCOL_VERSION:
@@ -55,13 +64,13 @@ class RemotePolicyConfig(PolicyConfig):
                 f"the policy server at {connection.url} speaks protocol version {ours.get('version')}, this client "
                 f"{PROTOCOL_VERSION}; run the same lerobot_hydra version on both sides"
             )
-        return ours if isinstance(ours, dict) else None
+        return checked_metadata(ours, connection.url) if isinstance(ours, dict) else None
 
     def completed_unbuilt(self) -> None:
         if self.server is None:
             return
         try:
-            connection = Connection(self.url, self.connect_timeout_s)
+            connection = Connection(self.url, self.connect_timeout_s, self.access)
         except UserError as err:  # every episode is recorded: the run succeeded all the same
             log.warning("could not tell the policy server that this run completed: %s", err)
             return
@@ -95,7 +104,7 @@ class RemotePolicyConfig(PolicyConfig):
                     f"the policy served at {self.url} {problem}; start the server with the env settings of the "
                     "evaluation (env=..., env.obs_type=...)"
                 )
-        return RemotePolicy(self.url, self.connect_timeout_s, self.server, action_dim)
+        return RemotePolicy(self.url, self.connect_timeout_s, self.server, action_dim, self.access)
 
 
 def client_id() -> str:
@@ -105,9 +114,16 @@ def client_id() -> str:
 
 def tell_done(connection: Connection, client: str) -> None:
     try:
-        connection.request({EXTENSION_KEY: "done", "client": client})
+        reply = connection.request({EXTENSION_KEY: "done", "client": client})
     except UserError as err:  # every episode is recorded: the run succeeded all the same
         log.warning("could not tell the policy server that this run completed: %s", err)
+        return
+    if reply.get("ok") is False:
+        log.warning(
+            "the policy server at %s did not count this run as completed (serve.shards): this client did not present "
+            "its API key; read it from the announce file, policy.api_key_file or $LEROBOT_HYDRA_API_KEY",
+            connection.url,
+        )
 
 
 @dataclass
@@ -123,9 +139,12 @@ class Row:
 
 
 class RemotePolicy(RowResettablePolicy):
-    def __init__(self, url: str, timeout_s: float, server: dict[str, Any] | None, action_dim: int) -> None:
+    def __init__(
+        self, url: str, timeout_s: float, server: dict[str, Any] | None, action_dim: int, access: Access | None = None
+    ) -> None:
         self.url, self.timeout_s, self.server, self.action_dim = url, timeout_s, server, action_dim
-        self.connection = Connection(url, timeout_s)
+        self.access = access or Access()
+        self.connection = Connection(url, timeout_s, self.access)
         self.rows: list[Row] = []
         self.task: TaskSpec | None = None
         self.client = client_id()  # its forks share it
@@ -176,23 +195,16 @@ class RemotePolicy(RowResettablePolicy):
             "noise": [row.noise for row in picked],
         }
         reply = self.connection.request(message)
-        for row, chunk, noise in zip(picked, reply["actions"], reply["noise"], strict=True):
-            row.actions.extend(np.array(chunk))
+        url = self.connection.url
+        actions = checked_actions(reply.get("actions"), url, len(picked), self.action_dim)
+        for row, chunk, noise in zip(picked, actions, checked_noise(reply.get("noise"), url, len(picked)), strict=True):
+            row.actions.extend(chunk)
             row.noise = noise
 
     def _openpi_chunk(self, i: int, task: str) -> None:
         observation = {**self.rows[i].history[-1], "prompt": task}
         actions = self.connection.request(observation).get("actions")
-        if actions is None:
-            raise UserError(f"the policy server at {self.connection.url} replied without 'actions'")
-        actions = np.asarray(actions, dtype=np.float32)
-        actions = actions.reshape(1, -1) if actions.ndim == 1 else actions
-        if actions.ndim != 2 or actions.shape[1] != self.action_dim or not len(actions):
-            raise UserError(
-                f"the policy server at {self.connection.url} sent actions of shape {actions.shape}; this env "
-                f"needs (chunk, {self.action_dim})"
-            )
-        self.rows[i].actions.extend(actions)
+        self.rows[i].actions.extend(checked_actions(actions, self.connection.url, None, self.action_dim))
 
     def finish(self) -> None:
         """The run completed: tell our server (its serve.shards counts such clients), then disconnect."""
@@ -203,7 +215,7 @@ class RemotePolicy(RowResettablePolicy):
 
     def fork(self) -> RemotePolicy:
         """Its own connection (a websocket serves one thread), the same client."""
-        forked = RemotePolicy(self.url, self.timeout_s, self.server, self.action_dim)
+        forked = RemotePolicy(self.url, self.timeout_s, self.server, self.action_dim, self.access)
         forked.client = self.client
         self.forks.append(forked)
         return forked

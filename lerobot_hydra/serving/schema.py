@@ -13,8 +13,8 @@ from lerobot_hydra.core.errors import UserError
 
 @dataclass
 class ServeConfig:
-    # 0.0.0.0: every interface, so that shards on other nodes reach it (there is no authentication: serve on
-    # a trusted cluster network, or 127.0.0.1 for shards on this machine only).
+    # 0.0.0.0: every interface, so that shards on other nodes reach it (clients must then present the API key);
+    # 127.0.0.1: shards on this machine only (docs/security.md).
     host: str = "0.0.0.0"
     # 0: a free port, chosen by the OS (the announce file names it).
     port: int = 0
@@ -22,12 +22,26 @@ class ServeConfig:
     max_batch_size: int = 32
     # How long a waiting request may wait for others to fill its batch.
     max_wait_ms: float = 5.0
-    # Once listening, the server writes {"url", "pid", "host", "port"} there (atomically); null: nowhere.
+    # Once listening, the server writes {"url", "pid", "host", "port", "api_key"} there (atomically, mode 0600: the
+    # clients that read it, a sweep's shards among them, present the key); null: nowhere.
     announce: str | None = None
     # 0: serve until killed; N: exit once N distinct clients have each reported their run complete.
     shards: int = 0
     # Seconds between the log lines of batch sizes and latencies.
     log_interval_s: float = 5.0
+    # A file holding the API key (else $LEROBOT_HYDRA_API_KEY, else a random key). A given key is always required;
+    # a random one when the server listens beyond loopback. Only a client with the key counts toward `shards`.
+    api_key_file: str | None = None
+    # TLS (wss://) for networks that are not trusted: the certificate chain and its private key (PEM files).
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    # The largest message accepted, in MiB; null: derived from the policy's observation features (max_batch_size
+    # rows of its history at 8 bytes an element, plus 1 MiB).
+    max_message_mb: float | None = None
+    # Connections served at once; more are refused at the handshake (HTTP 503).
+    max_connections: int = 256
+    # Messages of one connection read ahead of the one being answered (more wait in the network: backpressure).
+    max_in_flight: int = 4
 
 
 @dataclass
@@ -59,6 +73,11 @@ def validate_serve(cfg: DictConfig) -> ServeConfig:
         raise UserError(f"serve.shards must be 0 (serve until killed) or more, got {serve.shards}")
     if serve.log_interval_s <= 0:
         raise UserError(f"serve.log_interval_s must be positive, got {serve.log_interval_s}")
+    for name in ("max_connections", "max_in_flight"):
+        if getattr(serve, name) < 1:
+            raise UserError(f"serve.{name} must be at least 1, got {getattr(serve, name)}")
+    if serve.max_message_mb is not None and serve.max_message_mb <= 0:
+        raise UserError(f"serve.max_message_mb must be positive (or null: derived), got {serve.max_message_mb}")
     from lerobot_hydra.config.schema import validate_policy_and_env
 
     policy_cls = validate_policy_and_env(cfg)

@@ -9,14 +9,11 @@ the same port answers the stats as JSON.
 from __future__ import annotations
 
 import asyncio
-import http
-import json
 import logging
 import queue
 import signal
 import threading
 import time
-import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,8 +22,13 @@ from typing import Any
 import numpy as np
 
 from lerobot_hydra.serving.chunks import ChunkPolicy, ChunkRows
+from lerobot_hydra.serving.gate import Gate, peer
+from lerobot_hydra.serving.keys import is_loopback, server_tls
+from lerobot_hydra.serving.requests import RequestSpec, chunk_rows, single_observation
 from lerobot_hydra.serving.schema import ServeConfig
-from lerobot_hydra.serving.wire import EXTENSION_KEY, packb, unpackb
+from lerobot_hydra.serving.wire import EXTENSION_KEY, ProtocolError, packb, unpackb
+
+POLICY_VIOLATION, MESSAGE_TOO_BIG, INTERNAL_ERROR = 1008, 1009, 1011  # websocket close codes
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -40,6 +42,7 @@ class Stats:
     batches: int = 0
     batch_rows: int = 0
     done: set[str] = field(default_factory=set)
+    refused: int = 0  # connections refused at the handshake or closed for a bad message
     latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=4096))
     recent_batches: deque[int] = field(default_factory=lambda: deque(maxlen=4096))
 
@@ -55,6 +58,7 @@ class Stats:
             "mean_batch_size": self.batch_rows / self.batches if self.batches else 0.0,
             "latency_ms": {"p50": p50, "p90": p90, "p99": p99},
             "clients_done": len(self.done),
+            "refused": self.refused,
         }
 
     def line(self) -> str:
@@ -127,29 +131,31 @@ class Batcher(threading.Thread):
         self.jobs.put(None)
 
 
-def single_observation(policy: ChunkPolicy, message: dict[str, Any]) -> ChunkRows:
-    """An openpi client's request (one observation, no seed) as one row: its history is that observation."""
-    frames = {}
-    for key in policy.metadata(1)["lerobot_hydra"]["reads"]:
-        value = np.asarray(message[key])
-        frames[key] = np.repeat(value[None, None], policy.history, axis=1)
-    task = message.get("prompt", message.get("task", ""))
-    return ChunkRows(frames, [str(task)], [None], [None])
-
-
 class PolicyServer:
     """Serves `policy` as `settings` say; `on_listening(port)` runs once it listens; `settings.shards` > 0 stops
-    it once that many distinct clients reported their run complete."""
+    it once that many distinct clients that presented `key` reported their run complete. `key_given`: a key the
+    user gave, required even on loopback (a random one is required beyond loopback only)."""
 
-    def __init__(self, policy: ChunkPolicy, settings: ServeConfig) -> None:
+    def __init__(self, policy: ChunkPolicy, settings: ServeConfig, key: str, key_given: bool = True) -> None:
         self.policy, self.host, self.port, self.shards = policy, settings.host, settings.port, settings.shards
         self.log_interval_s = settings.log_interval_s
         self.stats = Stats()
         self.metadata = policy.metadata(settings.max_batch_size)
         self.batcher = Batcher(policy, settings.max_batch_size, settings.max_wait_ms / 1000, self.stats)
+        self.spec = RequestSpec(policy.features, policy.history, settings.max_batch_size, policy.noise_state_bytes)
+        mb = settings.max_message_mb
+        self.max_size = int(mb * 2**20) if mb is not None else self.spec.max_message_bytes()
+        self.max_in_flight = settings.max_in_flight
+        self.tls = server_tls(settings.tls_cert, settings.tls_key)
+        required = key_given or not is_loopback(self.host)
+        self.gate = Gate(key, required, settings.max_connections, lambda: self.stats.open, self._health)
         self.stopped = threading.Event()  # set once the server has closed
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "wss" if self.tls is not None else "ws"
 
     def run(self, on_listening: Callable[[int], None] = lambda port: None) -> None:
         self.batcher.start()
@@ -175,8 +181,9 @@ class PolicyServer:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):  # SLURM's scancel, Ctrl-C: stop cleanly
                 self._loop.add_signal_handler(sig, self._signalled, sig)
+        limits = {"max_size": self.max_size, "max_queue": self.max_in_flight}
         async with serve(
-            self._handle, self.host, self.port, compression=None, max_size=None, process_request=self._health
+            self._handle, self.host, self.port, compression=None, process_request=self.gate, ssl=self.tls, **limits
         ) as server:
             port = next(iter(server.sockets)).getsockname()[1]
             on_listening(port)
@@ -195,13 +202,9 @@ class PolicyServer:
             await asyncio.sleep(self.log_interval_s)
             log.info("%s", self.stats.line())
 
-    def _health(self, connection: Any, request: Any) -> Any:
-        if request.path != "/healthz":
-            return None
-        response = connection.respond(http.HTTPStatus.OK, json.dumps(self.stats.snapshot()) + "\n")
-        del response.headers["Content-Type"]
-        response.headers["Content-Type"] = "application/json"
-        return response
+    def _health(self) -> dict[str, Any]:
+        self.stats.refused = self.gate.refused
+        return self.stats.snapshot()
 
     async def _handle(self, websocket: Any) -> None:
         from websockets.exceptions import ConnectionClosed
@@ -211,35 +214,53 @@ class PolicyServer:
         try:
             await websocket.send(packb(self.metadata))
             async for data in websocket:
-                message = unpackb(data)
-                kind = message.get(EXTENSION_KEY) if isinstance(message, dict) else None
-                if kind == "done":
-                    await websocket.send(packb({"ok": True}))
-                    self._client_done(str(message.get("client")))
-                    continue
-                rows = (
-                    ChunkRows(message["frames"], message["task"], message["seed"], message["noise"])
-                    if kind
-                    else single_observation(self.policy, message)
-                )
-                start = time.monotonic()
-                actions, noise = await self._infer(rows)
-                self.stats.latencies_ms.append((time.monotonic() - start) * 1000)
-                self.stats.requests += 1
-                self.stats.rows += len(rows)
-                reply = {"actions": actions, "noise": noise} if kind else {"actions": actions[0]}
-                await websocket.send(packb(reply))
-        except ConnectionClosed:
-            pass
-        except Exception as err:  # as openpi: the error as text, then close
-            log.warning("a request failed: %s", err)
-            try:
-                await websocket.send(traceback.format_exc())
-                await websocket.close(1011, "policy server error; its traceback is the previous message")
-            except ConnectionClosed:
-                pass
+                await self._answer(websocket, data)
+        except ConnectionClosed as err:
+            if MESSAGE_TOO_BIG in {getattr(err.rcvd, "code", None), getattr(err.sent, "code", None)}:
+                self._refused(websocket, f"a message over the limit of {self.max_size} bytes (serve.max_message_mb)")
+        except ProtocolError as err:
+            self._refused(websocket, str(err))
+            await self._fail(websocket, POLICY_VIOLATION, f"the policy server refused a message: {err}")
+        except Exception as err:  # the policy failed: as openpi, the error as text, then close
+            log.warning("a request of %s failed: %s: %s", peer(websocket), type(err).__name__, err)
+            await self._fail(websocket, INTERNAL_ERROR, f"{type(err).__name__}: {err}")
         finally:
             self.stats.open -= 1
+
+    def _refused(self, websocket: Any, why: str) -> None:
+        self.gate.refused += 1
+        log.warning("closed the connection of %s: %s", peer(websocket), why)
+
+    @staticmethod
+    async def _fail(websocket: Any, code: int, text: str) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            await websocket.send(text)
+            await websocket.close(code, "policy server error; the previous message says why")
+        except ConnectionClosed:
+            pass
+
+    async def _answer(self, websocket: Any, data: Any) -> None:
+        """One request: checked (a ProtocolError otherwise), batched with others, answered."""
+        message = unpackb(data)
+        if not isinstance(message, dict):
+            raise ProtocolError(f"a {type(message).__name__} message, not a map")
+        kind = message.get(EXTENSION_KEY)
+        if kind == "done":
+            trusted = websocket in self.gate.authenticated
+            self._client_done(str(message.get("client")), websocket, trusted)
+            await websocket.send(packb({"ok": trusted}))
+            return
+        if kind not in (None, "chunks"):
+            raise ProtocolError(f"an unknown request {kind!r}")
+        rows = chunk_rows(message, self.spec) if kind else single_observation(message, self.spec)
+        start = time.monotonic()
+        actions, noise = await self._infer(rows)
+        self.stats.latencies_ms.append((time.monotonic() - start) * 1000)
+        self.stats.requests += 1
+        self.stats.rows += len(rows)
+        await websocket.send(packb({"actions": actions, "noise": noise} if kind else {"actions": actions[0]}))
 
     async def _infer(self, rows: ChunkRows) -> tuple[np.ndarray, list[bytes]]:
         loop = asyncio.get_running_loop()
@@ -257,7 +278,10 @@ class PolicyServer:
         self.batcher.jobs.put(Job(rows, done))
         return await future
 
-    def _client_done(self, client: str) -> None:
+    def _client_done(self, client: str, websocket: Any, trusted: bool) -> None:
+        if not trusted:
+            log.warning("ignored the 'done' of %s: it did not present the API key", peer(websocket))
+            return
         self.stats.done.add(client)
         log.info("client %s completed its run (%d of %s)", client, len(self.stats.done), self.shards or "-")
         if self.shards and len(self.stats.done) >= self.shards:

@@ -1,7 +1,7 @@
 """The Hydra callback that starts a sweep's policy server (conf/config.yaml registers it; `+policy_server=<preset>`
 turns it on): one job loads the policy and batches the inference of every shard job, which run `policy=remote`.
 
-When the multirun starts it submits the server job (server_job.py), waits until the server listens (a server that
+When the multirun starts it submits the server job (sweep_job.py), waits until the server listens (a server that
 fails to start is one line, and no shard is submitted), then lets the launcher submit the shards, whose
 `policy.url` is the announce file in the sweep dir (the preset sets it). The server is told how many shard jobs
 the sweep has (`serve.shards`) and exits once each said it is done; at the sweep's end, a server still up while

@@ -24,11 +24,9 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from lerobot_hydra.core.commands import hydra_value
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.core.layout import SERVER_ANNOUNCE_FILE, SERVER_DIR, SERVER_JOB_FILE, SERVER_LOG_DIR
 from lerobot_hydra.launch.outcomes import UNFINISHED
 
-SERVER_DIR = "policy_server"
-ANNOUNCE = "server.json"
-JOB_FILE = "job.json"
 SERVE_MODULE = "lerobot_hydra.app.serve"
 # Executor settings every submitit executor takes unprefixed (the others get the cluster's prefix, as in Hydra's
 # submitit launcher): hydra_plugins.hydra_submitit_launcher.config.BaseQueueConf.
@@ -54,7 +52,7 @@ def server_dir(sweep_dir: Path) -> Path:
 
 
 def announce_path(sweep_dir: Path) -> Path:
-    return server_dir(sweep_dir) / ANNOUNCE
+    return server_dir(sweep_dir) / SERVER_ANNOUNCE_FILE
 
 
 def read_settings(node: DictConfig) -> PolicyServerConfig:
@@ -120,7 +118,7 @@ def exec_server(command: list[str]) -> None:
 
 def refuse_live_server(sweep_dir: Path) -> None:
     """An earlier server of this sweep that is still running would serve shards beside the new one: refuse."""
-    path = server_dir(sweep_dir) / JOB_FILE
+    path = server_dir(sweep_dir) / SERVER_JOB_FILE
     try:
         job = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -154,7 +152,7 @@ def submit(settings: PolicyServerConfig, sweep_dir: Path, shards: int, env: list
     launcher = dict(settings.launcher)
     cluster = launcher.pop("cluster", "slurm")
     init = {f"{cluster}_max_num_timeout": launcher.pop("max_num_timeout")} if "max_num_timeout" in launcher else {}
-    executor = submitit.AutoExecutor(folder=folder / "logs" / "%j", cluster=cluster, **init)
+    executor = submitit.AutoExecutor(folder=folder / SERVER_LOG_DIR / "%j", cluster=cluster, **init)
     launcher.setdefault("name", "lerobot_hydra_policy_server")
     params = {k if k in BASE_PARAMETERS else f"{cluster}_{k}": v for k, v in launcher.items() if v is not None}
     try:
@@ -178,7 +176,7 @@ def submit(settings: PolicyServerConfig, sweep_dir: Path, shards: int, env: list
         "command": command,
         "shards": shards,
     }
-    write_json_atomic(folder / JOB_FILE, record)
+    write_json_atomic(folder / SERVER_JOB_FILE, record)
     return job
 
 

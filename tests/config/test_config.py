@@ -14,6 +14,13 @@ from tests.conftest import CONF, run_eval, run_here
 GROUPS = ["env", "policy", "eval", "logger"]
 
 
+def lerobot_06() -> bool:
+    """Whether the installed LeRobot has the env types env=lerobot builds (0.6 and newer)."""
+    from importlib.metadata import version
+
+    return int(version("lerobot").split(".")[1]) >= 6
+
+
 def options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 
@@ -31,6 +38,10 @@ def test_every_option_of_every_group_composes(compose, group: str) -> None:
 def test_every_env_and_policy_validates(compose) -> None:
     for env in options("env"):
         cfg = compose(f"env={env}", "policy=random")
+        if env == "lerobot" and not lerobot_06():
+            with pytest.raises(UserError, match="env=lerobot needs LeRobot 0.6 or newer"):
+                validate(cfg)
+            continue
         validate(cfg)
     for policy in options("policy"):
         validate(compose(f"policy={policy}"))
@@ -59,9 +70,9 @@ def test_unknown_keys_under_env_and_eval_are_rejected(compose) -> None:
 
 
 # (command line, what its one line says); the command line is run for one case of each way an error is printed
-# (a Hydra composition error, a shard sweep refused before Hydra starts, a UserError of the run), the others here.
+# (a Hydra composition error, a shard sweep refused before it launches, a UserError of the run), the others here.
 BAD_COMMAND_LINES = [
-    (["env=nope"], "unknown env 'nope'; available: gym, libero, libero_lerobot, metaworld, pusht"),
+    (["env=nope"], "unknown env 'nope'; available: gym, lerobot, libero, libero_lerobot, metaworld, pusht"),
     (["policy=smolvlaa"], "unknown policy 'smolvlaa'"),
     (["eval.n_episodes=abc"], "bad value for 'eval.n_episodes'"),
     (["eval.foo=1"], "unknown key 'eval.foo'"),
@@ -70,6 +81,9 @@ BAD_COMMAND_LINES = [
     (["env.task=reach-v4"], "unknown MetaWorld task 'reach-v4' (did you mean 'reach-v3'?)"),
     (["env.obs_type=rgb"], "env.obs_type must be one of"),
     (["env.task=reach-v3,push-v3"], "add -m to sweep, or pass one list value: env.task=[reach-v3,push-v3]"),
+    (["eval.shard_id=0,1"], "a sweep over eval.shard_id needs multirun: add -m"),
+    (["eval.shard_id=a"], "eval.shard_id must be integers, got a"),
+    (["eval.num_shards=2,3"], "eval.num_shards cannot be swept; give one value"),
     (["-m", "eval.shard_id=0,2"], "missing 1"),
     (["-m", "eval.shard_id=0,1,1"], "more than once"),
     (["-m", "eval.shard_id=0,1,4", "eval.num_shards=4"], "eval.shard_id 4 is out of range"),
@@ -99,11 +113,12 @@ def test_bad_command_lines_are_refused_with_the_one_line_they_print(
     tmp_path: Path, args: list[str], expected: str
 ) -> None:
     """The same refusals in this process: the line eval.py prints after `error: ` (see the test above)."""
-    from lerobot_hydra.app.cli import describe_hydra_error, prepare_argv
+    from lerobot_hydra.app.cli import describe_hydra_error
+    from lerobot_hydra.launch.shards import shard_sweep_total
 
-    if args[0] == "-m":  # checked before Hydra starts
+    if args[0] == "-m":  # checked when the multirun starts, before anything is launched
         with pytest.raises(UserError) as refused:
-            prepare_argv(["eval.py", *args])
+            shard_sweep_total(args[1:])
         line = str(refused.value)
     else:
         with pytest.raises(Exception) as refused:  # noqa: PT011 - a UserError, or Hydra's, described below

@@ -1,4 +1,4 @@
-"""The package's layers: imports point down the stack (README "Architecture"), never up."""
+"""The package's layers: imports point down the stack (docs/architecture.md), never up."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from lerobot_hydra.policies.lerobot.versions import lerobot_version
-from tests.conftest import ROOT, read_episodes, run_eval
+from tests.conftest import ROOT, outcome, read_episodes, run_eval
 from tests.helpers.lerobot_checkpoints import METAWORLD_ACTION, tiny_act
 from tests.helpers.lerobot_cli import run_lerobot_eval
 
@@ -61,11 +61,28 @@ def test_act_on_metaworld_matches_lerobot_eval_episode_by_episode(tmp_path: Path
         output_dir=tmp_path / "theirs",
         env=ONE_THREAD,
     )
+    # The same through the LeRobot env adapter (LeRobot's MetaWorld env in our workers, its preprocessing).
+    run_eval(
+        "env=lerobot",
+        "env.type=metaworld",
+        f"env.task={task}",
+        "policy=act",
+        f"policy.path={checkpoint}",
+        f"eval.n_episodes={episodes}",
+        "eval.batch_size=2",
+        "eval.max_episodes_rendered=0",
+        out_dir=tmp_path / "adapter",
+        env=ONE_THREAD,
+        timeout=600,
+    )
     records = sorted(read_episodes(tmp_path / "ours"), key=lambda r: r["episode_index"])
     assert [r["episode_index"] for r in records] == list(range(episodes))
     assert [r["sum_reward"] for r in records] == pytest.approx(theirs, rel=1e-9, abs=1e-9)
     assert len({round(r["sum_reward"], 6) for r in records}) == episodes  # the episodes differ: seeds reached both
     assert all(r["success"] and r["steps"] < 60 for r in records), records  # short, as planned
+    adapted = sorted(read_episodes(tmp_path / "adapter"), key=lambda r: r["episode_index"])
+    assert [(r["task_group"], r["task_name"]) for r in adapted] == [(task, task)] * episodes
+    assert [outcome(r) for r in adapted] == [outcome(r) for r in records]
 
 
 def libero_with_its_assets(root: Path) -> Path | None:
@@ -91,7 +108,7 @@ def libero_with_its_assets(root: Path) -> Path | None:
 @pytest.mark.libero
 @pytest.mark.timeout(900)
 def test_act_on_libero_gets_the_observations_of_lerobot_eval_step_by_step(tmp_path: Path) -> None:
-    """With the README's preset `env=libero_lerobot` (its render size overridden, small on both sides), eval.py
+    """With the preset `env=libero_lerobot` (its render size overridden, small on both sides), eval.py
     hands the policy what lerobot-eval hands it, bit for bit, at every step of both episodes: the same initial
     state (init state k, settled), the same cameras (upright) and the same 8-D state. The checkpoint
     records each call of its preprocessor (tests/helpers/lerobot_tap.py)."""
@@ -147,7 +164,31 @@ def test_act_on_libero_gets_the_observations_of_lerobot_eval_step_by_step(tmp_pa
             "LIBERO_CONFIG_PATH": str(prepare_libero()),
         },
     )
+    # The same through the LeRobot env adapter: LeRobot's own LIBERO type, in our workers.
+    run_eval(
+        "env=lerobot",
+        "env.type=libero",
+        "env.task=libero_spatial",
+        "env.task_ids=[0]",
+        f"env.episode_length={steps}",
+        f"env.observation_height={size}",
+        f"env.observation_width={size}",
+        "policy=act",
+        f"policy.path={checkpoint}",
+        f"eval.n_episodes={episodes}",
+        "eval.batch_size=2",
+        out_dir=tmp_path / "adapter",
+        env={**ONE_THREAD, TAP_ENV: str(tmp_path / "tap_adapter")},
+        timeout=900,
+    )
     ours_calls, their_calls = tapped_calls(tmp_path / "tap_ours"), tapped_calls(tmp_path / "tap_theirs")
+    adapter_calls = tapped_calls(tmp_path / "tap_adapter")
+    assert len(adapter_calls) == steps
+    for step, (mine, them) in enumerate(zip(adapter_calls, their_calls, strict=True)):
+        for key in features:
+            np.testing.assert_array_equal(mine[key], them[key], err_msg=f"adapter, step {step}, {key}")
+    adapted = sorted(read_episodes(tmp_path / "adapter"), key=lambda r: r["episode_index"])
+    assert [(r["init_state_id"], r["sum_reward"]) for r in adapted] == list(zip(range(episodes), theirs, strict=True))
     assert len(ours_calls) == len(their_calls) == steps
     for step, (mine, them) in enumerate(zip(ours_calls, their_calls, strict=True)):
         for key in features:

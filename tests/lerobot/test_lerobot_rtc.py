@@ -64,7 +64,7 @@ def reference(
 ) -> tuple[list[Any], list[int], bool]:
     """One row through LeRobot's own RTC action queue, as its RTC engine drives it, with the latency played out in
     steps: a chunk asked for at step t is merged at step t + delay. The episode's first chunk is used from its
-    first action (real_delay 0: no time passes while it is computed; see lerobot_rtc.py). (its actions, the steps
+    first action (real_delay 0: no time passes while it is computed; see lerobot/rtc.py). (its actions, the steps
     that asked, whether the guidance changed a chunk)"""
     import torch
     from lerobot.policies.rtc.action_queue import ActionQueue

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lerobot_hydra.core.labels import parse_shard_file_name, shard_dir_name, shard_file_name
+from lerobot_hydra.core.layout import parse_shard_file_name, shard_dir_name, shard_file_name
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.rollout.plan import shard_plan

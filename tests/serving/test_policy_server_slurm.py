@@ -143,7 +143,7 @@ def test_a_server_cancelled_mid_run_fails_the_shards_in_one_line_and_the_rerun_r
         proc.kill()
         raise
     stderr = err.decode()
-    assert proc.returncode == 2, stderr  # a job's error, in one line (README "Stopping a run, and exit codes")
+    assert proc.returncode == 2, stderr  # a job's error, in one line (docs/outputs.md, exit codes)
     kept = {shard: [e["episode_index"] for e in episodes(sweep, shard)] for shard in (0, 1)}
     assert sum(map(len, kept.values())) < len(reference), "the server was cancelled after every episode ran"
     assert not (sweep / "policy_server" / "server.json").exists()  # the killed server's address: removed at the end

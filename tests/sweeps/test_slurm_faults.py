@@ -171,9 +171,9 @@ def test_submitits_sacct_warning_is_said_once(caplog: pytest.LogCaptureFixture) 
     """On a cluster without accounting submitit warns at every poll, through three handlers; the sweep says it once."""
     import logging
 
-    from lerobot_hydra.launch.outcomes import watch_submitit_jobs
+    from lerobot_hydra.launch.outcomes import say_sacct_warning_once
 
-    watch_submitit_jobs()
+    say_sacct_warning_once()  # what our submitit launchers do before they submit
     submitit_log = logging.getLogger("submitit")
     with caplog.at_level(logging.WARNING):
         for call in range(1, 4):

@@ -76,7 +76,7 @@ class LeRobotPolicyConfig(PolicyConfig):
     # Policy cameras the env does not have, shown as blank images (pi0, pi0.5 and SmolVLA pad missing cameras).
     blank_cameras: list[str] = field(default_factory=list)
     # Real-time chunking (SmolVLA, pi0, pi0.5) with a simulated latency: {inference_delay: 3} plus optionally
-    # queue_threshold and LeRobot's RTC guidance settings (execution_horizon, ...). See lerobot_rtc.py.
+    # queue_threshold and LeRobot's RTC guidance settings (execution_horizon, ...). See rtc.py.
     rtc: dict[str, Any] | None = None
 
     def reads(self, env: EnvConfig) -> set[str] | None:

@@ -10,7 +10,7 @@ How the rows' generators reach a LeRobot family, for the duration of one inferen
 - diffusion: the initial sample goes in as `generate_actions(noise=...)`, and the DDPM/DDIM scheduler's variance
   noise comes from `step(generator=[one generator per row])`, which diffusers draws row by row.
 ACT is deterministic (`DETERMINISTIC_FAMILIES`) and gets nothing. A family with neither runs row by row with
-torch's global generators swapped to each row's own state (lerobot_rowwise.py), using `GlobalRngState`.
+torch's global generators swapped to each row's own state (one_row.py), using `GlobalRngState`.
 """
 
 from __future__ import annotations

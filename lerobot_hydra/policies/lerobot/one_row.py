@@ -1,4 +1,4 @@
-"""A LeRobot policy of a family whose noise has no per-row hook (see lerobot_noise.py), run one row at a time.
+"""A LeRobot policy of a family whose noise has no per-row hook (see noise.py), run one row at a time.
 
 Each batch row gets its own fork of the policy (its own action queue, observation queue and processors; the same
 weight tensors) and runs as a batch of one with torch's global generators swapped to its own state, seeded from

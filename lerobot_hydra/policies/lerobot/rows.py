@@ -12,7 +12,7 @@ on which batch-mates needed a chunk at the same step, and are bit for bit those 
 LeRobot's `select_action` gives it: its history holds its last `n_obs_steps` observations, the first one
 repeated at its episode's start (`populate_queues`); a chunk is cut to the length of LeRobot's action queue
 (`n_action_steps`; VQ-BeT's `action_chunk_size`); and the postprocessor runs on each step's actions, as in
-lerobot-eval. With `policy.rtc` (lerobot_rtc.py), a row asks for its next chunk before its queue is empty and
+lerobot-eval. With `policy.rtc` (rtc.py), a row asks for its next chunk before its queue is empty and
 the chunk, guided by the row's leftover, takes over `inference_delay` steps later.
 """
 
@@ -170,7 +170,7 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy):
         return {**processed, OBS_IMAGES: torch.stack(cameras, dim=-4)}
 
     def _real_time_chunks(self, observations: dict[str, Any], size: int) -> None:
-        """Due chunks take over their rows' queues; rows at the threshold ask for the next one (lerobot_rtc.py).
+        """Due chunks take over their rows' queues; rows at the threshold ask for the next one (rtc.py).
         Rows starting an episode (the only ones with an empty queue: the threshold is at least 1) have no leftover,
         so they get an unguided pass of their own."""
         rtc = self.rtc

@@ -2,11 +2,11 @@
 
 `fork()` gives a lane its own copy of everything that changes during an episode (action queues, observation
 queues, ACT's temporal ensembler, noise schedulers, the processors and their tokenizers) while the parameter and
-buffer tensors stay shared, so a lane costs no extra weight memory. Noise is per batch row (lerobot_noise.py):
+buffer tensors stay shared, so a lane costs no extra weight memory. Noise is per batch row (noise.py):
 each row draws from its own generator, seeded from its episode, so a stochastic policy (diffusion, flow
 matching) gives an episode the same actions whatever its batch-mates, its lane or the other lanes do. Inference
 is serialized across lanes (one lock that forks share) while their simulators step. This class runs LeRobot's
-own `select_action`, whose queues span the batch (lockstep); lerobot_perrow.py keeps them per row.
+own `select_action`, whose queues span the batch (lockstep); rows.py keeps them per row.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ def as_task_list(task: Any, batch_size: int) -> list[str]:
 
 
 class LeRobotPolicy(Policy):
-    """`noise`: the hooks that give the policy's family per-row noise (see lerobot_noise.py); None for a
-    deterministic family, or for one run row by row (lerobot_rowwise.py), which draws from torch's global
+    """`noise`: the hooks that give the policy's family per-row noise (see noise.py); None for a
+    deterministic family, or for one run row by row (one_row.py), which draws from torch's global
     generators."""
 
     def __init__(

@@ -1,0 +1,28 @@
+"""The launcher classes Hydra instantiates for lerobot_hydra (`_target_` in lerobot_hydra/launch/schemas.py):
+`hydra/launcher=basic`, `submitit_local` and `submitit_slurm`, and the presets in lerobot_hydra/conf/hydra/launcher/.
+
+Only names here: what they do is in lerobot_hydra/launch/ (in_process.py, cluster.py, shards.py, outcomes.py);
+see docs/launchers.md. Hydra imports this module when it discovers its plugins, in any Hydra app of this Python.
+"""
+
+from __future__ import annotations
+
+from lerobot_hydra.launch.in_process import InProcessLauncher
+
+
+class BasicLauncher(InProcessLauncher):
+    """A sweep's jobs one after the other in this process."""
+
+
+try:
+    from hydra_plugins.hydra_submitit_launcher import submitit_launcher
+except ImportError:  # without the `slurm` extra: only the in-process launcher
+    pass
+else:
+    from lerobot_hydra.launch.cluster import SubmititSweep
+
+    class LocalLauncher(SubmititSweep, submitit_launcher.LocalLauncher):
+        """Shards as local processes (submitit's local executor): submitit_local, local_shards."""
+
+    class SlurmLauncher(SubmititSweep, submitit_launcher.SlurmLauncher):
+        """One SLURM job per shard, as one array: submitit_slurm, slurm_cpu, slurm_gpu."""

@@ -1,0 +1,81 @@
+"""The names of every file and folder of a run dir and of a sweep dir, in one place.
+
+A run dir (`python eval.py`: outputs/<date>/<time>; a sweep job: <sweep dir>/[<label dir>/]shard_<k>_of_<N> or
+<sweep dir>/<job num>) holds:
+
+    episodes.jsonl            every finished episode, one JSON line each (rundir/store.py)
+    sessions.json             each process that ran in the dir, its versions and seeds (rundir/store.py)
+    .lerobot_hydra.lock       held while a process evaluates in the dir (rundir/lock.py)
+    .hydra/                   config.yaml, hydra.yaml, overrides.yaml, as Hydra writes them (rundir/job_files.py)
+    eval.log                  the job log (Hydra's `<hydra.job.name>.log`; conf/config.yaml names the job `eval`)
+    shard_<k>_of_<N>.json     a shard job's results, for the merge (rundir/shard_file.py)
+    eval_info.json            the results (results/eval_info.py; a sweep dir's: the merged results)
+    results.csv               one row per task and overall (loggers/csv.py, logger=csv)
+    report.html               the report page (outputs/report.py)
+    success_by_task.png       the success plot (outputs/plots.py)
+    videos/<group>_<task id>/episode_<i>.mp4   the first episodes of each task (outputs/video.py)
+
+A sweep dir (`-m`: outputs/multirun/<date>/<time>) adds:
+
+    multirun.yaml             the sweep's config, as Hydra writes it
+    .submitit/<job id>/       submitit's job logs and results (hydra/launcher submitit_*: its submitit_folder)
+    eval_info.json, report.html, success_by_task.png   the merged results of a one-combination sweep
+    sweep_summary.json        one row per combination (merge/summary.py)
+    sweep_results.csv         the same as a table (loggers/csv.py, logger=csv)
+    sweep_heatmap.png, comparison_forest.png           plots of the sweep (outputs/plots.py)
+    policy_server/            a sweep's policy server job: server.json (where it listens), job.json, logs/
+                              (serving/sweep_job.py)
+
+Every module names these through here; tests/rundir/test_layout.py checks no other module spells them.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Run dir.
+EPISODES_FILE = "episodes.jsonl"
+SESSIONS_FILE = "sessions.json"
+LOCK_FILE = ".lerobot_hydra.lock"
+HYDRA_DIR = ".hydra"
+HYDRA_CONFIG_FILE = "config.yaml"
+HYDRA_HYDRA_FILE = "hydra.yaml"
+HYDRA_OVERRIDES_FILE = "overrides.yaml"
+EVAL_INFO_FILE = "eval_info.json"
+RESULTS_CSV = "results.csv"
+REPORT_FILE = "report.html"
+SUCCESS_PLOT = "success_by_task.png"
+VIDEO_DIR = "videos"
+
+# Sweep dir.
+SUMMARY_FILE = "sweep_summary.json"
+SWEEP_CSV = "sweep_results.csv"
+SWEEP_HEATMAP = "sweep_heatmap.png"
+COMPARISON_PLOT = "comparison_forest.png"
+SERVER_DIR = "policy_server"
+SERVER_ANNOUNCE_FILE = "server.json"
+SERVER_JOB_FILE = "job.json"
+SERVER_LOG_DIR = "logs"
+
+# Shard jobs: their dir under the sweep dir and their results file.
+SHARD_FILE_GLOB = "shard_*_of_*.json"
+_SHARD_FILE = re.compile(r"^shard_(\d+)_of_(\d+)\.json$")
+
+
+def shard_dir_name(shard_id: int, num_shards: int) -> str:
+    return f"shard_{shard_id}_of_{num_shards}"
+
+
+def shard_file_name(shard_id: int, num_shards: int) -> str:
+    return f"{shard_dir_name(shard_id, num_shards)}.json"
+
+
+def parse_shard_file_name(name: str) -> tuple[int, int] | None:
+    """(shard id, number of shards) that a shard file's name says, or None for any other name."""
+    match = _SHARD_FILE.match(name)
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def video_path(group: str, task_id: int | str, episode_index: int) -> str:
+    """An episode's video, relative to the run dir."""
+    return f"{VIDEO_DIR}/{group}_{task_id}/episode_{episode_index}.mp4"

@@ -1,0 +1,89 @@
+"""Planning: sample sizes against their closed forms worked by hand, the exact McNemar power against a simulation of
+the exact test, the planner CLI, and the smallest detectable difference as the inverse of the sample size."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+
+from lerobot_hydra.app.plan import main as plan_main
+from lerobot_hydra.results.power import (
+    detectable_paired,
+    detectable_unpaired,
+    exact_paired_n,
+    mcnemar_power,
+    paired_n,
+    unpaired_n,
+)
+
+
+def test_sample_sizes_match_the_closed_forms() -> None:
+    # Fleiss, 90% vs 85%: [1.95996 sqrt(2 .875 .125) + 0.84162 sqrt(.09 + .1275)]^2 / .05^2 = 685.6 -> 686.
+    assert unpaired_n(0.9, 0.05) == 686
+    # 50% vs 60% (a rise): [1.95996 sqrt(2 .55 .45) + 0.84162 sqrt(.25 + .24)]^2 / .1^2 = 387.3 -> 388.
+    assert unpaired_n(0.5, -0.1) == 388
+    # Connor, discordance 10%, difference 5 points: [1.95996 sqrt(.1) + 0.84162 sqrt(.0975)]^2 / .0025 = 311.6.
+    assert paired_n(0.1, 0.05) == 312
+    with pytest.raises(ValueError):
+        paired_n(0.03, 0.05)  # a 5-point difference needs at least 5% discordant pairs
+
+
+def test_exact_mcnemar_power_matches_a_simulation_of_the_exact_test() -> None:
+    n, psi, d = 60, 0.2, 0.12
+    rng = np.random.default_rng(0)
+    share = (psi + d) / (2 * psi)
+    runs = 2000
+    discordant = rng.binomial(n, psi, size=runs)
+    for_candidate = rng.binomial(discordant, share)
+    pairs = zip(for_candidate, discordant, strict=True)
+    rejected = sum(m > 0 and binomtest(int(k), int(m), 0.5).pvalue <= 0.05 for k, m in pairs)
+    assert mcnemar_power(n, psi, d) == pytest.approx(rejected / runs, abs=0.03)
+
+
+def test_the_exact_paired_size_is_the_fewest_pairs_with_the_power() -> None:
+    n = exact_paired_n(0.1, 0.05)
+    assert n >= paired_n(0.1, 0.05)  # the exact test is conservative
+    assert mcnemar_power(n, 0.1, 0.05) >= 0.8 > mcnemar_power(n - 1, 0.1, 0.05)
+
+
+def test_the_detectable_difference_inverts_the_sample_size() -> None:
+    d = detectable_unpaired(0.9, 100, 100)
+    assert d is not None and unpaired_n(0.9, d) <= 100 < unpaired_n(0.9, d - 0.002)
+    d = detectable_paired(100, 0.3)
+    assert d is not None and paired_n(0.3, d) <= 100 < paired_n(0.3, d - 0.002)
+    assert detectable_unpaired(0.5, 5, 5) is None  # five episodes each cannot detect even a drop to 0
+
+
+def test_plan_prints_unpaired_and_paired_sizes(capsys) -> None:
+    assert plan_main(["--baseline", "90", "--drop", "5", "--discordance", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "686 episodes per task and policy" in out
+    assert f"{exact_paired_n(0.1, 0.05)} episode pairs per task" in out and "approximation: 312" in out
+    assert plan_main(["--baseline", "90", "--drop", "95"]) == 2
+    assert "give 0 < baseline <= 100" in capsys.readouterr().err
+
+
+def test_plan_measures_the_discordance_on_two_earlier_paired_runs(tmp_path: Path, capsys) -> None:
+    from lerobot_hydra.core.records import EpisodeRecord
+    from lerobot_hydra.results.aggregate import aggregate
+    from lerobot_hydra.results.eval_info import to_eval_info
+
+    def write(name: str, wins: list[bool]) -> Path:
+        records = [
+            EpisodeRecord("reach-v3", 0, "reach-v3", "", k, 1000 + k, w, 0.0, 0.0, 5, 0.1) for k, w in enumerate(wins)
+        ]
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "eval_info.json").write_text(json.dumps(to_eval_info(aggregate(records, 1.0))))
+        return tmp_path / name
+
+    # 20 pairs, 4 discordant (episodes 0-3): 20%.
+    old = write("old", [True] * 2 + [False] * 2 + [True] * 16)
+    new = write("new", [False] * 2 + [True] * 2 + [True] * 16)
+    assert plan_main(["--baseline", "90", "--drop", "10", "--discordance-from", str(old), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "discordance 20% measured on 20 pairs" in out.replace("20.0%", "20%")
+    assert f"{exact_paired_n(0.2, 0.1)} episode pairs per task" in out
