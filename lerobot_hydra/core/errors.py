@@ -28,4 +28,3 @@ def worker_failure() -> str | UserError:
 
     err = sys.exc_info()[1]
     return err if isinstance(err, UserError) else traceback.format_exc()
-

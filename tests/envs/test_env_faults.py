@@ -59,10 +59,10 @@ def test_a_simulator_exception_stops_the_run_in_one_line_and_full_error_shows_it
     proc = run_eval(*args, out_dir=tmp_path / "run", check=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert error_lines(proc.stderr) == [
-        "error: the Unstable-v0 simulator raised at step 3 of episode 1 of task Unstable/0 Unstable-v0: FloatingPointError: "
-        "mujoco: simulation unstable (qacc is NaN); a simulator fault, not a policy failure, so nothing was recorded "
-        "for this episode and the run stopped (simulators are deterministic: a retry fails the same way); the "
-        "episodes recorded so far are kept; HYDRA_FULL_ERROR=1 shows the traceback"
+        "error: the Unstable-v0 simulator raised at step 3 of episode 1 of task Unstable/0 Unstable-v0: "
+        "FloatingPointError: mujoco: simulation unstable (qacc is NaN); a simulator fault, not a policy failure, "
+        "so nothing was recorded for this episode and the run stopped (simulators are deterministic: a retry fails "
+        "the same way); the episodes recorded so far are kept; HYDRA_FULL_ERROR=1 shows the traceback"
     ], proc.stderr
     recorded = read_episodes(tmp_path / "run") if (tmp_path / "run" / "episodes.jsonl").exists() else []
     assert 1 not in [r["episode_index"] for r in recorded], "never recorded as a failed episode"
