@@ -23,6 +23,10 @@ CONF = ROOT / "lerobot_hydra" / "conf"
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 os.environ.setdefault("WANDB_MODE", "offline")
+# No logger library phones home during tests: W&B's Sentry error reports, code and git capture stay off.
+os.environ["WANDB_ERROR_REPORTING"] = "false"
+os.environ["WANDB_DISABLE_CODE"] = "true"
+os.environ["WANDB_DISABLE_GIT"] = "true"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 

@@ -39,6 +39,7 @@ from lerobot_hydra.rollout.plan import shard_plan
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.provenance import collect as collect_provenance
 from lerobot_hydra.rollout.runner import TaskWork
+from lerobot_hydra.vector.faults import WorkerFaults, using_worker_faults
 from lerobot_hydra.vector.task_envs import prestart_workers, stop_worker_servers
 
 log = logging.getLogger("lerobot_hydra")
@@ -147,7 +148,8 @@ class Evaluator:
         assert self.live.live is not None
         progress = Progress(self.eval_cfg.progress_interval_s)
         try:
-            with caller_state_kept(self.live.live.policy):
+            faults = WorkerFaults(self.eval_cfg.step_timeout_s, self.eval_cfg.worker_retries)
+            with caller_state_kept(self.live.live.policy), using_worker_faults(faults):
                 run_lanes(settings, work, parts.build_policy, on_record, progress, videos, make_pools=self._warm)
         except BaseException:
             self._warm.close()  # workers stopped mid-episode or failed: none is reused

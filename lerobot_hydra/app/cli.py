@@ -63,6 +63,13 @@ def describe_hydra_error(ex: BaseException) -> str | None:
         return text
     if isinstance(ex, MissingConfigException):
         return _first(ex)
+    if isinstance(ex, OSError) and ex.filename:
+        # A path from outside: the output dir Hydra creates (under a file, read-only, disk full), or a file the run
+        # writes or reads there.
+        return (
+            f"cannot use {ex.filename}: {ex.strerror or _first(ex)}; check the path and its permissions (the output "
+            "dir is hydra.run.dir=<dir>, or hydra.sweep.dir=<dir> with -m)"
+        )
     return None
 
 

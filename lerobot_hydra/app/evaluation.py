@@ -30,6 +30,7 @@ from lerobot_hydra.rollout.provenance import collect as collect_provenance
 from lerobot_hydra.rollout.runner import OnRecord, TaskWork
 from lerobot_hydra.rollout.stopping import RunInterrupted
 from lerobot_hydra.rundir.store import RunStore
+from lerobot_hydra.vector.faults import WorkerFaults, using_worker_faults
 from lerobot_hydra.vector.task_envs import prestart_workers, stop_worker_servers
 
 log = logging.getLogger("lerobot_hydra")
@@ -159,20 +160,22 @@ def run_lanes(
     caller), so the policy is neither finished nor reported unbuilt and the worker servers keep running."""
     out_dir = store.out_dir
     videos = video_recorder(eval_cfg, parts.env, work, out_dir)
+    faults = WorkerFaults(eval_cfg.step_timeout_s, eval_cfg.worker_retries)
     try:
         if any(w.episodes for w in work):
             if eval_cfg.use_async_envs and eval_cfg.batch_size > 1:
                 prestart_workers(parts.run_env)
-            evaluate(
-                lane_settings(cfg, eval_cfg, parts, render=videos is not None),
-                work,
-                build_policy or parts.build_policy,
-                on_record=on_record or store.add,
-                progress=Progress(eval_cfg.progress_interval_s),
-                videos=videos,
-                finish=last,
-                make_pools=make_pools,
-            )
+            with using_worker_faults(faults):
+                evaluate(
+                    lane_settings(cfg, eval_cfg, parts, render=videos is not None),
+                    work,
+                    build_policy or parts.build_policy,
+                    on_record=on_record or store.add,
+                    progress=Progress(eval_cfg.progress_interval_s),
+                    videos=videos,
+                    finish=last,
+                    make_pools=make_pools,
+                )
         elif last:
             parts.policy.completed_unbuilt()
     except RunInterrupted as err:

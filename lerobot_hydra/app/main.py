@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -11,10 +12,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from lerobot_hydra.app.cli import one_line_errors
+from lerobot_hydra.app.cli import OURS, one_line_errors
 from lerobot_hydra.config import schema as schemas
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.launch import schemas as launcher_schemas  # noqa: F401  registers the hydra/launcher options
+from lerobot_hydra.loggers.bounded import bounded_exit
 from lerobot_hydra.results.aggregate import Results
 from lerobot_hydra.rollout.stopping import RunInterrupted, print_status, stop_signals
 
@@ -57,13 +59,22 @@ def _hydra_main(cfg: DictConfig) -> None:
         if HydraConfig.get().mode == RunMode.MULTIRUN:
             # Fail this job only: the launcher runs the others, then cli reports this error in one line.
             raise
+        # HYDRA_FULL_ERROR=1 set by the user (not by one_line_errors): a simulator's own traceback (rollout/recovery.py)
+        asked = os.environ.get("HYDRA_FULL_ERROR") == "1" and os.environ.get(OURS) != "1"
+        if asked and getattr(err, "traceback", None):
+            print(err.traceback, file=sys.stderr)
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
 
 
 def main() -> None:
-    with one_line_errors():
-        _hydra_main()
+    try:
+        with one_line_errors():
+            _hydra_main()
+    except SystemExit as stop:
+        bounded_exit(stop.code if isinstance(stop.code, int) else 1)
+        raise
+    bounded_exit(0)
 
 
 if __name__ == "__main__":

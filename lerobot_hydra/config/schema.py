@@ -65,6 +65,11 @@ class EvalConfig:
     claims: str = "static"
     # dynamic: seconds without a heartbeat after which a job's claims may be taken over.
     lease_s: float = 60.0
+    # The longest a worker may take for one step, reset or simulator build before it counts as wedged: it is then
+    # killed and replaced, and its episodes start again (docs/faults.md).
+    step_timeout_s: float = 300.0
+    # How often a lost worker (killed, crashed or wedged) is replaced on the same episode before the run ends.
+    worker_retries: int = 2
     sequential: SequentialConfig = field(default_factory=SequentialConfig)
 
 
@@ -170,6 +175,10 @@ def validate(cfg: DictConfig) -> EvalConfig:
         raise UserError(f"eval.claims must be static or dynamic, got '{ev.claims}'")
     if ev.lease_s <= 0:
         raise UserError(f"eval.lease_s must be positive, got {ev.lease_s}")
+    if ev.step_timeout_s <= 0:
+        raise UserError(f"eval.step_timeout_s must be positive, got {ev.step_timeout_s}")
+    if ev.worker_retries < 0:
+        raise UserError(f"eval.worker_retries must be 0 or more, got {ev.worker_retries}")
     if ev.num_shards is not None and ev.num_shards < 1:
         raise UserError(f"eval.num_shards must be at least 1, got {ev.num_shards}")
     if ev.shard_id < 0:

@@ -28,10 +28,3 @@ def worker_failure() -> str | UserError:
 
     err = sys.exc_info()[1]
     return err if isinstance(err, UserError) else traceback.format_exc()
-
-
-def worker_error(failures: list[tuple[str, str | UserError]], kind: type[Exception]) -> Exception:
-    """The parent's exception for its workers' (where, failure) pairs: the first UserError among them (reported in
-    one line), else one `kind` holding each where and traceback."""
-    settings = [failure for _, failure in failures if isinstance(failure, UserError)]
-    return settings[0] if settings else kind("\n".join(f"{where}:\n{failure}" for where, failure in failures))

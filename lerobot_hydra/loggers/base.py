@@ -15,9 +15,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.loggers.bounded import call_bounded
 from lerobot_hydra.results.aggregate import Results
 
 LOGGER_KEY = "logger"
+# Every sink takes it: seconds one of its calls may take before it is left behind (loggers/bounded.py).
+TIMEOUT_KEY = "timeout_s"
+DEFAULT_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,19 @@ class ExperimentLogger(Protocol):
 
     def log_sweep(self, summary: dict[str, Any], out_dir: Path, run: RunMeta, images: dict[str, Path]) -> None:
         """Log a sweep's summary (summary.sweep_summary: combinations, multi-seed pools, comparisons); never raises."""
+
+
+class Bounded:
+    """An `ExperimentLogger` whose every call returns within `timeout_s` seconds (loggers/bounded.py)."""
+
+    def __init__(self, name: str, inner: ExperimentLogger, timeout_s: float) -> None:
+        self.name, self.inner, self.timeout_s = name, inner, timeout_s
+
+    def log_results(self, results: Results, out_dir: Path, run: RunMeta, images: dict[str, Path]) -> None:
+        call_bounded(self.name, self.timeout_s, out_dir, self.inner.log_results, results, out_dir, run, images)
+
+    def log_sweep(self, summary: dict[str, Any], out_dir: Path, run: RunMeta, images: dict[str, Path]) -> None:
+        call_bounded(self.name, self.timeout_s, out_dir, self.inner.log_sweep, summary, out_dir, run, images)
 
 
 class LoggerConfig(abc.ABC):
@@ -91,6 +108,8 @@ def build_loggers(node: Any) -> list[ExperimentLogger]:
         key = f"{LOGGER_KEY}.{name}"
         if not isinstance(sink, DictConfig) or "_target_" not in sink:
             raise UserError(f"'{key}' must be a sink with a _target_; choose sinks with {LOGGER_KEY}=<name>")
+        timeout_s = _timeout(sink, key)
+        sink = OmegaConf.masked_copy(sink, [k for k in sink.keys() if k != TIMEOUT_KEY])
         validate_node(sink, key)
         try:
             config = instantiate_node(sink)
@@ -98,5 +117,13 @@ def build_loggers(node: Any) -> list[ExperimentLogger]:
             raise UserError(f"{key}.{err.setting} {err.problem}") from None
         if not isinstance(config, LoggerConfig):
             raise UserError(f"{key}._target_ must name a LoggerConfig subclass, got {type(config).__name__}")
-        loggers.append(config.build())
+        loggers.append(Bounded(str(name), config.build(), timeout_s))
     return loggers
+
+
+def _timeout(sink: Any, key: str) -> float:
+    """`logger.<name>.timeout_s`, which every sink takes: the longest one of its calls may take."""
+    value = sink.get(TIMEOUT_KEY, DEFAULT_TIMEOUT_S)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise UserError(f"{key}.{TIMEOUT_KEY} must be a positive number of seconds, got {value}")
+    return float(value)

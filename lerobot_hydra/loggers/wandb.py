@@ -115,6 +115,8 @@ class WandbLogger:
         self._safely(out_dir, run, lambda wandb: sweep_payload(wandb, summary, images))
 
     def _safely(self, out_dir: Path, run: RunMeta, payload: Callable[[Any], dict[str, Any]]) -> None:
+        # W&B reports its own errors to Sentry (a third party) unless told not to; read when wandb is imported.
+        os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
         try:
             import wandb
         except ImportError:

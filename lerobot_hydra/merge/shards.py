@@ -28,6 +28,7 @@ from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.labels import distinguishing_labels, label_dir_name
 from lerobot_hydra.core.layout import EVAL_INFO_FILE
 from lerobot_hydra.core.records import sort_records
+from lerobot_hydra.loggers.bounded import bounded_exit
 from lerobot_hydra.merge.checks import (
     Combination,
     check_combination,
@@ -213,5 +214,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if result.ok else 1
 
 
+def cli() -> None:
+    """The `lerobot-hydra-merge` command: `main`, then an exit that no logger library's exit hook holds
+    (loggers/bounded.py); `main` itself returns, for callers in this process."""
+    code = main()
+    bounded_exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    cli()

@@ -11,7 +11,8 @@ the current one has ended. A row with nothing to run is marked idle (`reset_slot
 policy computes nothing for it. A sub-env that will run the next task only after the batch ends builds its
 simulator meanwhile. A filmed episode (see rollout/filming.py) gets the frame after reset and one after each
 of its steps, rendered only by the sub-envs whose episode is filmed; worker sub-envs draw it right after
-answering the step, while this process runs the policy for the next one.
+answering the step, while this process runs the policy for the next one. A lost worker is replaced and the
+episodes in flight start again; a simulator that raises ends the run in one line (rollout/recovery.py).
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ from lerobot_hydra.rollout.episodes import Episode, Unit, capture_frames
 from lerobot_hydra.rollout.filming import Filming
 from lerobot_hydra.rollout.plan import episode_seed
 from lerobot_hydra.rollout.progress import Progress, TaskProgress
+from lerobot_hydra.rollout.recovery import Recovery, SimulatorFailed
 from lerobot_hydra.rollout.schedule import Schedule
+from lerobot_hydra.vector.faults import SubEnvFailed, WorkerLost, worker_faults
 from lerobot_hydra.vector.task_envs import EnvPool
 
 OnRecord = Callable[[EpisodeRecord], None]
@@ -108,6 +111,8 @@ class _Segment:
         self.schedule = Schedule(units, mixed=self.refill and pool.in_workers)
         self.running: list[Episode | None] = [None] * n
         self.warming: dict[int, Unit] = {}  # sub-envs building the simulator of their next episode's task
+        self.starting: dict[int, Unit] = {}  # sub-envs being reset into their episodes (until `_start` returns)
+        self.recovery = Recovery(pool.config, worker_faults().worker_retries)
         self.texts = [units[0].task.description if units else ""] * n  # each row's task (an idle row: its last)
         self.batch_task: TaskSpec | None = None  # unmixed: the task of the running batch
         self.obs: Any = None
@@ -118,19 +123,52 @@ class _Segment:
             while self.schedule or self.warming or any(self.running):
                 if self.ctx.stop is not None and self.ctx.stop.is_set():
                     raise LaneStopped
-                if not any(self.running) and not self.warming:
-                    self._begin_batch()
-                if self.warming:
-                    ready = self.pool.ready(list(self.warming), wait=not any(self.running))
-                    if ready:
-                        self._start({i: self.warming.pop(i) for i in ready}, first=False)
-                if any(self.running):
-                    owed = self._step(owed)
+                try:
+                    owed = self._advance(owed)
+                except WorkerLost as err:
+                    self._recover(err)
+                    owed = set()
+                except SubEnvFailed as err:
+                    raise self._failed(err) from None
         finally:
             self.pool.prerender_after_steps([])
             for episode in self.running:
                 if episode is not None and episode.video is not None:
                     episode.video.abort()
+
+    def _advance(self, owed: set[int]) -> set[int]:
+        if not any(self.running) and not self.warming:
+            self._begin_batch()
+        if self.warming:
+            ready = self.pool.ready(list(self.warming), wait=not any(self.running))
+            if ready:
+                self._start({i: self.warming.pop(i) for i in ready}, first=False)
+        return self._step(owed) if any(self.running) else owed
+
+    def _in_flight(self, slot: int) -> Unit | None:
+        episode = self.running[slot]
+        return episode.unit if episode is not None else self.starting.get(slot) or self.warming.get(slot)
+
+    def _recover(self, err: WorkerLost) -> None:
+        """Replaces the lost workers and puts every episode in flight back to run again from its start."""
+        n = self.pool.num_envs
+        self.recovery.lost(err, {i: (self._in_flight(i), self.pool.tasks[i]) for i in range(n)})
+        units = [u for i in range(n) if (u := self._in_flight(i)) is not None]
+        for episode in self.running:
+            if episode is not None and episode.video is not None:
+                episode.video.abort()
+        self.running, self.starting = [None] * n, {}
+        self.warming.clear()
+        self.schedule.put_back(units)
+        try:
+            self.pool.replace(sorted(err.lost))
+        except (WorkerLost, SubEnvFailed) as failed:
+            raise self.recovery.not_replaced(failed) from None
+
+    def _failed(self, err: SubEnvFailed) -> SimulatorFailed:
+        episode = self.running[err.slot]
+        step = episode.steps + 1 if episode is not None and err.call == "step" else 0
+        return self.recovery.simulator_failed(err, self._in_flight(err.slot), step)
 
     def _begin_batch(self) -> None:
         units = self.schedule.first_batch(self.pool.num_envs, self.pool.tasks)
@@ -144,6 +182,7 @@ class _Segment:
         """Resets the sub-envs in `starts` into their episodes (`first`: a new batch, the other sub-envs idle;
         else the others keep running untouched) and starts the policy's rows for them."""
         n = self.pool.num_envs
+        self.starting = dict(starts)
         self.obs, info = self.pool.reset({i: (u.task, u.index, u.seed) for i, u in starts.items()}, first)
         rest = starts
         if first:
@@ -163,6 +202,7 @@ class _Segment:
             video = videos.start(unit.task, unit.index) if videos is not None and videos.wants(unit.index) else None
             self.running[i] = Episode(unit, None if init_state < 0 else init_state, now, video)
             self.texts[i] = unit.task.description
+        self.starting = {}
         capture_frames(self.pool, self.running, only=set(starts))
 
     def _step(self, owed: set[int]) -> set[int]:

@@ -21,7 +21,12 @@ from lerobot_hydra.rollout.episodes import Unit
 class Schedule:
     def __init__(self, units: Iterable[Unit], mixed: bool) -> None:
         self._pending = deque(units)
+        self._order = {unit: position for position, unit in enumerate(self._pending)}
         self.mixed = mixed
+
+    def put_back(self, units: Iterable[Unit]) -> None:
+        """Episodes taken earlier that must run again (their worker was lost), back in their planned order."""
+        self._pending = deque(sorted({*units, *self._pending}, key=self._order.__getitem__))
 
     def __bool__(self) -> bool:
         return bool(self._pending)

@@ -4,7 +4,9 @@ Workers exchange observations, actions, rewards and flags through shared memory;
 each way per worker. Gymnasium's AsyncVectorEnv pickles every step's results and info dicts through its
 pipes, which costs ~0.3 ms a step: as much as a MetaWorld step itself. Everything other than stepping
 (reset with per-slot options, bind, render, close) goes through the pipes as pickled calls.
-A worker that raises reports its traceback, and a worker that dies is named, so neither hangs the run.
+A sub-env that raises is reported with its message and traceback (`SubEnvFailed`); a worker that dies, or does not
+answer a call within `eval.step_timeout_s` (then it is killed), is reported as `WorkerLost` once the other workers'
+answers are collected, and `replace_workers` starts a fresh one in its place (vector/faults.py).
 """
 
 from __future__ import annotations
@@ -17,14 +19,12 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector.utils import (
-    batch_space,
-    create_empty_array,
-    read_from_shared_memory,
-)
+from gymnasium.vector.utils import batch_space, create_empty_array, read_from_shared_memory
 
-from lerobot_hydra.core.errors import worker_error
+from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.protocol import RESET_MASK_KEY
+from lerobot_hydra.vector import faults
+from lerobot_hydra.vector.faults import SubEnvFailed, WorkerLost, call_in_process, describe_exit, last_line
 from lerobot_hydra.vector.shared_memory import lock_free_shared_memory
 from lerobot_hydra.vector.slot_worker import (
     DONE,
@@ -40,10 +40,6 @@ from lerobot_hydra.vector.worker_signals import OPEN_WORKERS
 
 TYPECODES = {np.float64: "d", np.bool_: "B"}
 RESET_INFO_KEYS = ("is_success", "done", "init_state_id")
-
-
-class SlotWorkerError(RuntimeError):
-    """A sub-env raised inside its worker, or its worker died."""
 
 
 class SlotVectorEnv(gym.vector.VectorEnv):
@@ -69,6 +65,7 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         self._envs: list[gym.Env] = []
         self._conns: list[Any] = []
         self._processes: list[Any] = []
+        self._slot_fns = list(slot_fns)
         if context is None:
             self._envs = [fn() for fn in slot_fns]
             self._obs = create_empty_array(observation_space, self.num_envs, fn=np.zeros)
@@ -81,20 +78,39 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         self._obs = read_from_shared_memory(observation_space, self._obs_shm, self.num_envs)
         self._actions = read_from_shared_memory(action_space, self._act_shm, self.num_envs)
         self._results = {name: np.frombuffer(self._res_shm[name], dtype) for name, dtype in RESULT_FIELDS}
-        for index, fn in enumerate(slot_fns):
-            parent, child = ctx.Pipe()
-            process = ctx.Process(
-                target=run_worker,
-                name=f"lerobot_hydra-slot-{index}",
-                args=(index, fn, child, observation_space, action_space, self._obs_shm, self._act_shm, self._res_shm),
-                daemon=True,
-            )
-            process.start()
-            OPEN_WORKERS.add(process)
-            child.close()
-            self._conns.append(parent)
-            self._processes.append(process)
+        self._ctx = ctx
+        self._conns, self._processes = [None] * self.num_envs, [None] * self.num_envs
+        for index in range(self.num_envs):
+            self._start_worker(index)
         self._gather("__init__", list(range(self.num_envs)))
+
+    def _start_worker(self, index: int) -> None:
+        parent, child = self._ctx.Pipe()
+        spaces = (self.single_observation_space, self.single_action_space)
+        process = self._ctx.Process(
+            target=run_worker,
+            name=f"lerobot_hydra-slot-{index}",
+            args=(index, self._slot_fns[index], child, *spaces, self._obs_shm, self._act_shm, self._res_shm),
+            daemon=True,
+        )
+        process.start()
+        OPEN_WORKERS.add(process)
+        child.close()
+        self._conns[index], self._processes[index] = parent, process
+
+    def replace_workers(self, indices: Sequence[int]) -> None:
+        """Fresh workers for the sub-envs `indices` (their old ones killed if still running): each starts with an
+        unbound sub-env, as at construction."""
+        for index in indices:
+            self._parked.pop(index, None)
+            process = self._processes[index]
+            if process.is_alive():
+                process.kill()
+            process.join(timeout=10)
+            OPEN_WORKERS.discard(process)
+            self._conns[index].close()
+            self._start_worker(index)
+        self._gather("__init__", list(indices))
 
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Resets every sub-env, or with `options["reset_mask"]` only those marked; the others keep their state
@@ -117,21 +133,20 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         if self._conns:
             copy_tree(self._actions, actions)
             stepped = [i for i in range(self.num_envs) if i not in self._parked]
+            lost: dict[int, str] = {}
             for index in stepped:
-                self._conns[index].send_bytes(STEP_RENDER if index in self.prerender_slots else STEP)
+                try:
+                    self._conns[index].send_bytes(STEP_RENDER if index in self.prerender_slots else STEP)
+                except OSError:
+                    lost[index] = self._why_lost(index)
             for index in self._parked:
                 self._results["reward"][index], self._results["done"][index] = 0.0, True
                 self._results["is_success"][index] = False
-            for index in stepped:
-                conn = self._conns[index]
-                reply = self._receive(index, conn)
-                if reply != DONE:
-                    raise worker_error(
-                        [(f"sub-env {index} failed while stepping", pickle.loads(reply)[1])], SlotWorkerError
-                    )
+            replies = self._receive_all([i for i in stepped if i not in lost], lost)
+            self._raise_failures("step", {i: pickle.loads(r) for i, r in replies.items() if r != DONE}, lost)
         else:
             for index, env in enumerate(self._envs):
-                obs, reward, _, _, info = env.step(row(actions, index))
+                obs, reward, _, _, info = call_in_process(index, "step", env.step, row(actions, index))
                 write_row(self.single_observation_space, self._obs, index, obs)
                 self._results["reward"][index] = reward
                 self._results["done"][index] = info["done"]
@@ -153,7 +168,10 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         already busy with a started call: nothing. Returns whether it started."""
         if not self._conns or index in self._parked:
             return False
-        self._conns[index].send_bytes(pickle.dumps((name, args, {}, False)))
+        try:
+            self._conns[index].send_bytes(pickle.dumps((name, args, {}, False)))
+        except OSError:
+            pass  # a dead worker: its call is collected as lost
         self._parked[index] = name
         return True
 
@@ -167,7 +185,13 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         answers; with `wait`, blocks until at least one has."""
         busy = [self._conns[i] for i in indices if i in self._parked]
         if wait and busy and len(busy) == len(indices):
-            multiprocessing.connection.wait(busy)
+            timeout = faults.worker_faults().step_timeout_s
+            if not multiprocessing.connection.wait(busy, timeout):
+                wedged = [i for i in indices if i in self._parked]
+                for index in wedged:
+                    self._processes[index].kill()
+                    self._parked.pop(index)
+                raise WorkerLost({i: describe_exit(None, timeout) for i in wedged})
         return [i for i in indices if i not in self._parked or self._conns[i].poll()]
 
     def close_extras(self, **kwargs: Any) -> None:
@@ -202,39 +226,71 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         if not self._conns:
             out = []
             for index, (args, kwargs) in zip(indices, calls, strict=True):
-                result = getattr(self._envs[index], name)(*args, **kwargs)
+                result = call_in_process(index, name, getattr(self._envs[index], name), *args, **kwargs)
                 if write_obs:
                     obs, result = result
                     write_row(self.single_observation_space, self._obs, index, obs)
                 out.append(result)
             return out
         self._collect_started([i for i in indices if i in self._parked])
+        lost: dict[int, str] = {}
         for index, (args, kwargs) in zip(indices, calls, strict=True):
-            self._conns[index].send_bytes(pickle.dumps((name, args, kwargs, write_obs)))
-        return self._gather(name, indices)
+            try:
+                self._conns[index].send_bytes(pickle.dumps((name, args, kwargs, write_obs)))
+            except OSError:
+                lost[index] = self._why_lost(index)
+        return self._gather(name, indices, lost)
 
     def _collect_started(self, indices: list[int]) -> None:
         """Waits for the answers of the calls started on `indices` and unparks them; raises their errors."""
         for index in indices:
             self._gather(self._parked.pop(index), [index])
 
-    def _gather(self, name: str, indices: list[int]) -> list[Any]:
-        results, errors = [], []
-        for index in indices:
-            ok, value = pickle.loads(self._receive(index, self._conns[index]))
-            if not ok:
-                errors.append((f"sub-env {index} failed in {name}()", value))
-            results.append(value)
-        if errors:
-            raise worker_error(errors, SlotWorkerError)
-        return results
+    def _gather(self, name: str, indices: list[int], lost: dict[int, str] | None = None) -> list[Any]:
+        lost = {} if lost is None else lost
+        replies = {
+            i: pickle.loads(r) for i, r in self._receive_all([i for i in indices if i not in lost], lost).items()
+        }
+        self._raise_failures(name, {i: reply for i, reply in replies.items() if not reply[0]}, lost)
+        return [replies[i][1] for i in indices]
 
-    def _receive(self, index: int, conn: Any) -> bytes:
+    def _receive_all(self, indices: list[int], lost: dict[int, str]) -> dict[int, Any]:
+        """The answers of `indices`; the workers found lost meanwhile are added to `lost` instead."""
+        replies = {}
+        for index in indices:
+            try:
+                replies[index] = self._receive(index)
+            except WorkerLost as err:
+                lost.update(err.lost)
+        return replies
+
+    def _raise_failures(self, name: str, failed: dict[int, Any], lost: dict[int, str]) -> None:
+        """Raises for the lost workers, else for the first failed sub-env: a UserError (a setting) as it is, else
+        `SubEnvFailed`."""
+        if lost:
+            raise WorkerLost(lost)
+        for index, (_, failure) in failed.items():
+            if isinstance(failure, UserError):
+                raise failure
+            raise SubEnvFailed(index, name, last_line(failure), failure)
+
+    def _receive(self, index: int) -> bytes:
+        """The next answer of worker `index`; `WorkerLost` when it died or gives none within the watchdog's
+        limit (then it is killed)."""
+        conn, timeout = self._conns[index], faults.worker_faults().step_timeout_s
         try:
+            if not conn.poll(timeout):
+                self._processes[index].kill()
+                self._processes[index].join(timeout=10)
+                raise WorkerLost({index: describe_exit(None, timeout)})
             return conn.recv_bytes()
-        except (EOFError, ConnectionResetError) as err:
-            code = self._processes[index].exitcode
-            raise SlotWorkerError(f"the worker of sub-env {index} died (exit code {code})") from err
+        except (EOFError, OSError) as err:
+            raise WorkerLost({index: self._why_lost(index)}) from err
+
+    def _why_lost(self, index: int) -> str:
+        process = self._processes[index]
+        process.join(timeout=10)  # its pipe closes a moment before its exit code is known
+        return describe_exit(process.exitcode)
 
     def _observation(self) -> Any:
         # A copy: policies may keep observations (history queues) while the buffers are overwritten.

@@ -123,6 +123,12 @@ class EnvPool:
         """Those of `slots` that no background build keeps busy; with `wait`, blocks until there is one."""
         return self.vec.finished_calls(slots, wait)
 
+    def replace(self, slots: Sequence[int]) -> None:
+        """Fresh workers for `slots` (whose workers were lost), bound to no task until their next episode."""
+        self.vec.replace_workers(slots)
+        for slot in slots:
+            self.tasks[slot] = None
+
     def prerender_after_steps(self, slots: Sequence[int]) -> None:
         """Until changed, the workers of `slots` render a frame right after each step, ready for `render_frames`."""
         self.vec.prerender_slots = frozenset(slots)

@@ -48,3 +48,24 @@ def test_an_exception_building_the_env_is_one_line_naming_the_setting(tmp_path: 
     assert str(err.value) == (
         "building the Counting env failed: Current sensor for observable x_image is invalid; check the env.* settings"
     )
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_simulator_exception_stops_the_run_in_one_line_and_full_error_shows_its_traceback(
+    tmp_path: Path, batch: int
+) -> None:
+    # Seed 1000 + 1 is odd: episode 1 raises at its third step, in this process (batch 1) or in a worker (batch 2).
+    args = (*BROKEN[:-2], f"eval.batch_size={batch}", "seed=1000", "env.gym_id=Unstable-v0", "eval.n_episodes=3")
+    proc = run_eval(*args, out_dir=tmp_path / "run", check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert error_lines(proc.stderr) == [
+        "error: the Unstable-v0 simulator raised at step 3 of episode 1 of task Unstable/0 Unstable-v0: "
+        "FloatingPointError: mujoco: simulation unstable (qacc is NaN); a simulator fault, not a policy failure, "
+        "so nothing was recorded for this episode and the run stopped (simulators are deterministic: a retry fails "
+        "the same way); the episodes recorded so far are kept; HYDRA_FULL_ERROR=1 shows the traceback"
+    ], proc.stderr
+    recorded = read_episodes(tmp_path / "run") if (tmp_path / "run" / "episodes.jsonl").exists() else []
+    assert 1 not in [r["episode_index"] for r in recorded], "never recorded as a failed episode"
+    full = run_eval(*args, out_dir=tmp_path / "full", check=False, env={"HYDRA_FULL_ERROR": "1"})
+    assert full.returncode == 2
+    assert "Traceback" in full.stderr and 'in step\n    raise FloatingPointError("mujoco' in full.stderr, full.stderr

@@ -1,5 +1,6 @@
 """A tiny Gymnasium env that is broken on purpose, registered on import (`env.package=tests.helpers.broken_env`):
-episodes reset with an odd seed get a NaN reward at their second step."""
+episodes reset with an odd seed get a NaN reward at their second step (NanReward-v0), or raise at their third
+(Unstable-v0)."""
 
 from __future__ import annotations
 
@@ -25,3 +26,16 @@ class NanRewardEnv(gym.Env):
 
 
 gym.register("NanReward-v0", entry_point=NanRewardEnv, max_episode_steps=5)
+
+
+class UnstableEnv(NanRewardEnv):
+    """Episodes reset with an odd seed raise at their third step, as a simulator going unstable does."""
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        if self._broken and self._steps == 2:
+            raise FloatingPointError("mujoco: simulation unstable (qacc is NaN)")
+        self._steps += 1
+        return np.zeros(2, np.float32), 1.0, False, False, {"is_success": False}
+
+
+gym.register("Unstable-v0", entry_point=UnstableEnv, max_episode_steps=5)

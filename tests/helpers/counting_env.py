@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,12 @@ class CountingEnvConfig(EnvConfig):
     fail_on_episode: int | None = None  # task 0's reset of this episode raises
     step_sleep_s: float = 0.0  # wall time of each step
     camera: str = ""  # set: building the env fails as robosuite does for an unknown camera
+    # Faults of task 0's episode `fault_episode` at its first step: "kill" (the process SIGKILLs itself, as the OOM
+    # killer would), "hang" (a wedged simulator) or "raise" (the simulator raises); `fault_times` times in all, counted
+    # in log_dir across the processes.
+    fault: str = ""
+    fault_episode: int = 0
+    fault_times: int = 1
 
     def tasks(self) -> list[TaskSpec]:
         return [
@@ -38,7 +45,10 @@ class CountingEnvConfig(EnvConfig):
     def build(self, task: TaskSpec, render: bool) -> Any:
         if self.camera:
             raise ValueError(f"Current sensor for observable {self.camera}_image is invalid.")
-        return CountingEnv(Path(self.log_dir), task, self.fail_on_episode, self.step_sleep_s)
+        env = CountingEnv(Path(self.log_dir), task, self.fail_on_episode, self.step_sleep_s)
+        if self.fault and task.task_id == 0:
+            env.fault = (self.fault, self.fault_episode, self.fault_times)
+        return env
 
 
 class CountingEnv:
@@ -48,7 +58,8 @@ class CountingEnv:
         self.log_dir, self.task = log_dir, task
         self.fail_on_episode = fail_on_episode if task.task_id == 0 else None
         self.sleep_s = sleep_s
-        self.steps = self.episode_steps = self.length = 0
+        self.steps = self.episode_steps = self.length = self.episode = 0
+        self.fault: tuple[str, int, int] | None = None
         self._log("created")
 
     def _log(self, event: str, **extra: Any) -> None:
@@ -59,15 +70,28 @@ class CountingEnv:
         k = (options or {}).get("episode_index", 0)
         if k == self.fail_on_episode:
             raise RuntimeError(f"counting env: episode {k} fails on purpose")
-        self.length, self.episode_steps = k + 2, 0
+        self.length, self.episode_steps, self.episode = k + 2, 0, k
         return {"agent_pos": np.array([k, 0.0])}, {"init_state_id": k % 3}
 
     def step(self, action: np.ndarray) -> tuple[dict, float, bool, bool, dict]:
         time.sleep(self.sleep_s)
+        if self.fault is not None and self.episode_steps == 0:
+            self._inject_fault(*self.fault)
         self.steps += 1
         self.episode_steps += 1
         done = self.episode_steps >= self.length
         return {"agent_pos": np.array([self.length, self.episode_steps], float)}, 1.0, done, False, {"is_success": done}
+
+    def _inject_fault(self, kind: str, episode: int, times: int) -> None:
+        if self.episode != episode or sum(e["event"] == "fault" for e in events(self.log_dir)) >= times:
+            return
+        self._log("fault", kind=kind, episode=episode)
+        if kind == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if kind == "hang":
+            time.sleep(3600)
+        if kind == "raise":
+            raise FloatingPointError(f"counting env: unstable simulation in episode {episode}")
 
     def render(self) -> np.ndarray:
         return np.zeros((8, 8, 3), np.uint8)

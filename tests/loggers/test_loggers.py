@@ -62,7 +62,10 @@ def test_wandb_and_csv_configured_together_both_get_the_results(tmp_path: Path) 
 def test_the_logger_mapping_builds_every_sink_and_names_a_bad_one_by_its_key(compose: Callable) -> None:
     assert build_loggers(compose().logger) == []
     loggers = build_loggers(compose("logger=[wandb,csv]").logger)
-    assert sorted(type(x).__name__ for x in loggers) == [CsvLogger.__name__, WandbLogger.__name__]
+    assert sorted(type(x.inner).__name__ for x in loggers) == [CsvLogger.__name__, WandbLogger.__name__]
+    assert [x.timeout_s for x in build_loggers(compose("logger=csv", "logger.csv.timeout_s=5").logger)] == [5.0]
+    with pytest.raises(UserError, match=r"^logger\.csv\.timeout_s must be a positive number of seconds, got 0$"):
+        build_loggers(compose("logger=csv", "logger.csv.timeout_s=0").logger)
     with pytest.raises(UserError, match=r"^logger\.wandb\.max_videos must be 0 or more, got -1$"):
         build_loggers(compose("logger=[csv,wandb]", "logger.wandb.max_videos=-1").logger)
     with pytest.raises(UserError, match=r"^unknown key 'logger\.csv\.path'"):

@@ -140,6 +140,26 @@ def check_files(checkpoint: Checkpoint) -> None:
             "LeRobot 0.4); migrate a local copy with: python -m lerobot.processor.migrate_policy_normalization "
             "--pretrained-path <dir>"
         )
+    check_readable(checkpoint.directory)
+
+
+def check_readable(directory: Path) -> None:
+    """Every JSON and safetensors file of the checkpoint parses (a safetensors file's header, which also tells a
+    truncated file: its tensors' offsets reach past its end), before anything is built."""
+    for path in sorted(directory.glob("*.json")):
+        read_json(path)
+    for path in sorted(directory.glob("*.safetensors")):
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(path), framework="numpy") as tensors:
+                tensors.keys()
+        except Exception as err:  # noqa: BLE001 - SafetensorError, OSError: a damaged file from outside
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise UserError(
+                f"cannot read {path} ({reason}): the file is damaged or was only partly written (an interrupted "
+                "download or copy); copy or download the checkpoint again"
+            ) from None
 
 
 def _remote_pickles(repo_id: str) -> str:
