@@ -10,6 +10,7 @@ evaluation's exit code.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import sys
@@ -31,10 +32,11 @@ def call_bounded(name: str, timeout_s: float, out_dir: Path, call: Callable[...,
     warning."""
     _called.append(True)
     failed: list[BaseException] = []
+    context = contextvars.copy_context()  # the caller's context variables (Trackio keeps its active run in one)
 
     def target() -> None:
         try:
-            call(*args)
+            context.run(call, *args)
         except Exception as err:  # noqa: BLE001 - a logger never fails the evaluation
             failed.append(err)
 
