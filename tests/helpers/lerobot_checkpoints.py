@@ -82,10 +82,17 @@ def _stats(features: Features, action: Action) -> dict[str, dict[str, Any]]:
 
 
 def save_checkpoint(
-    directory: Path, policy_type: str, features: Features, action: Action, tap: bool = False, **config: Any
+    directory: Path,
+    policy_type: str,
+    features: Features,
+    action: Action,
+    tap: bool = False,
+    without_steps: tuple[str, ...] = (),
+    **config: Any,
 ) -> Path:
     """Build a `policy_type` (act, diffusion, smolvla) policy with `config` and save it with its processors;
-    `tap`: the preprocessor first records what it is handed (tests/helpers/lerobot_tap.py)."""
+    `tap`: the preprocessor first records what it is handed (tests/helpers/lerobot_tap.py); `without_steps`:
+    class names of preprocessor steps left out."""
     import torch
     from lerobot.policies.factory import get_policy_class, make_policy_config, make_pre_post_processors
 
@@ -96,6 +103,7 @@ def save_checkpoint(
     torch.manual_seed(0)
     policy = get_policy_class(policy_type)(policy_config)
     preprocessor, postprocessor = make_pre_post_processors(policy_config, dataset_stats=_stats(features, action))
+    preprocessor.steps[:] = [step for step in preprocessor.steps if type(step).__name__ not in without_steps]
     if tap:
         from tests.helpers.lerobot_tap import ObservationTap
 
