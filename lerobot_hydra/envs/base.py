@@ -144,6 +144,17 @@ class EnvConfig:
         provenance; the merge refuses shards whose versions of them differ."""
         return []
 
+    def for_policy(self, policy_config: Any) -> EnvConfig:
+        """This env as it hands observations to a policy whose LeRobot config is `policy_config` (None for a policy
+        that is not a LeRobot checkpoint): itself, or a copy whose processors differ (lerobot-eval gives some
+        families their own env processors), or a UserError when this env cannot run the policy as intended."""
+        return self
+
+    def policy_action_space(self, task: TaskSpec) -> Any:
+        """The action space the policy's actions must fill, before the `post` processors; None: any (the `post`
+        processors reshape them)."""
+        return self.spaces(task)[1]
+
     def without_processors(self) -> EnvConfig:
         """A copy to ship to worker processes (processors stay in the parent)."""
         return dataclasses.replace(self, processors={"pre": [], "post": []})

@@ -153,6 +153,16 @@ class LiberoEnvConfig(EnvConfig):
     def build(self, task: TaskSpec, render: bool) -> LiberoTaskEnv:
         return LiberoTaskEnv(self, task)
 
+    def for_policy(self, policy_config: Any) -> LiberoEnvConfig:
+        if getattr(policy_config, "type", None) == "xvla":
+            # lerobot-eval gives xvla LeRobot's XVLA LIBERO processors: a 20-D state with a 6D rotation of the
+            # controller's orientation matrix, and a 6D-rotation-to-axis-angle action step.
+            raise UserError(
+                "env=libero and env=libero_lerobot do not run xvla policies (lerobot-eval gives them LeRobot's XVLA "
+                "LIBERO processors); use env=lerobot env.type=libero, which applies them as lerobot-eval does"
+            )
+        return self
+
     def without_unread(self, reads: set[str]) -> LiberoEnvConfig:
         # robosuite renders every camera it is given at every step; the robot state costs nothing.
         cameras = [camera for camera in self.cameras if lerobot_key(self.features_map, camera) in reads]

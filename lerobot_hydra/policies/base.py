@@ -73,6 +73,11 @@ class PolicyConfig:
         may read any. Known before any simulator starts, so that the env computes only these."""
         return None
 
+    def lerobot_config(self) -> Any:
+        """The LeRobot policy config (config.json as LeRobot's class) that envs adapt their processors to, as
+        lerobot-eval does (`EnvConfig.for_policy`); None for a policy that is not a LeRobot checkpoint."""
+        return None
+
     def build(self, env: EnvConfig, device: str) -> Policy:
         """The policy for `env` (the env as configured). `device` is the top-level setting as the caller passes it
         (`auto` included; see `gl.resolve_device`). Runs once per run, while the workers start."""

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.processors.observation import RAW_KEY
 from lerobot_hydra.processors.pipeline import Batch
 
@@ -54,3 +55,27 @@ class LeRobotEnvAction:
             action = torch.from_numpy(action)
         batch["action"] = self.env_processor({"action": action})["action"]
         return batch
+
+
+# LeRobot env types whose observation LeRobot's XVLA LIBERO processors read (`robot_state` with eef pos and mat).
+XVLA_ENV_TYPES = ("libero", "libero_plus")
+# The 6D-rotation step reads an end-effector position (3), a 6D rotation (6) and a gripper (1).
+XVLA_MIN_ACTION_DIM = 10
+
+
+def check_xvla_env(env_type: str, policy_config: Any) -> None:
+    """lerobot-eval gives an XVLA policy LeRobot's XVLA LIBERO env processors whatever the env; refuse what they
+    cannot run, in one line, before any simulator starts."""
+    if env_type not in XVLA_ENV_TYPES:
+        raise UserError(
+            f"env=lerobot env.type={env_type}: lerobot-eval gives an xvla policy LeRobot's LIBERO env processors "
+            f"whatever the env, so env=lerobot runs xvla only with env.type=libero; for {env_type} use our own "
+            "preset (e.g. env=pusht)"
+        )
+    action = (getattr(policy_config, "output_features", None) or {}).get("action")
+    dim = int(action.shape[0]) if action is not None else 0
+    if dim < XVLA_MIN_ACTION_DIM:
+        raise UserError(
+            f"an xvla policy on LIBERO outputs an end-effector position, a 6D rotation and a gripper "
+            f"({XVLA_MIN_ACTION_DIM}+ dimensions, lerobot/xvla-libero's 20); this checkpoint outputs {dim}"
+        )

@@ -107,11 +107,19 @@ def save_policy(directory: Path, policy: Any, preprocessor: Any, postprocessor: 
 
 
 def save_checkpoint(
-    directory: Path, policy_type: str, features: Features, action: Action, tap: bool = False, **config: Any
+    directory: Path,
+    policy_type: str,
+    features: Features,
+    action: Action,
+    tap: bool = False,
+    without_steps: tuple[str, ...] = (),
+    **config: Any,
 ) -> Path:
     """Build a `policy_type` (act, diffusion, smolvla) policy with `config` and save it with its processors;
-    `tap`: the preprocessor first records what it is handed (tests/helpers/lerobot_tap.py)."""
+    `tap`: the preprocessor first records what it is handed (tests/helpers/lerobot_tap.py); `without_steps`:
+    class names of preprocessor steps left out."""
     policy, preprocessor, postprocessor = build_policy(policy_type, features, action, **config)
+    preprocessor.steps[:] = [step for step in preprocessor.steps if type(step).__name__ not in without_steps]
     if tap:
         from tests.helpers.lerobot_tap import ObservationTap
 

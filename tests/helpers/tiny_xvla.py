@@ -62,6 +62,7 @@ def tiny_xvla_config(root: Path) -> dict[str, Any]:
     from lerobot.configs.types import NormalizationMode
 
     words = "push the t shaped block onto target reach a goal position pick and place open drawer close".split()
+    words += "up black bowl between plate ramekin it on".split()  # LIBERO's libero_spatial task 0
     special = ["<unk>", "<pad>", "<s>", "</s>", "<image>"]
     tokenizer = word_tokenizer(words + ["-", "."], special, bos_token="<s>", eos_token="</s>")
     tokenizer.save_pretrained(root / "xvla_tokenizer")
@@ -86,3 +87,30 @@ def tiny_xvla(directory: Path, features: Features, action: Action, **changes: An
     """An xvla checkpoint in `directory`, its tokenizer in `directory/xvla_tokenizer`; `changes`: other fields."""
     config = {**tiny_xvla_config(directory), **changes}
     return save_checkpoint(directory, "xvla", features, action, **config)
+
+
+# lerobot/xvla-libero's interface: two LIBERO cameras, the 20-D ee6d state that LeRobot's XVLA LIBERO processor
+# makes, and 20-D ee6d actions (position, 6D rotation, gripper logit, twice).
+XVLA_LIBERO_ACTION: Action = (20, 0.0, 0.5)
+# Steps of LeRobot's default xvla preprocessor that lerobot-eval's XVLA LIBERO env processors do in its place
+# (xvla-libero's own preprocessor has none of them: the env ones normalize images before it sees them).
+ENV_DONE_STEPS = ("XVLAImageToFloatProcessorStep", "XVLAImageNetNormalizeProcessorStep", "XVLAAddDomainIdProcessorStep")
+
+
+def xvla_libero_features(size: int) -> Features:
+    camera = ("VISUAL", (3, size, size))
+    return {
+        "observation.images.image": camera,
+        "observation.images.image2": camera,
+        "observation.state": ("STATE", (20,)),
+    }
+
+
+def tiny_xvla_libero(directory: Path, size: int, tap: bool = False) -> Path:
+    """A tiny xvla with lerobot/xvla-libero's interface (`xvla_libero_features(size)`, ee6d actions); `tap`:
+    its preprocessor records what it is handed."""
+    config = {**tiny_xvla_config(directory), "action_mode": "ee6d", "max_state_dim": 20, "max_action_dim": 20}
+    features = xvla_libero_features(size)
+    return save_checkpoint(
+        directory, "xvla", features, XVLA_LIBERO_ACTION, tap=tap, without_steps=ENV_DONE_STEPS, **config
+    )

@@ -9,6 +9,7 @@ hands it.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -57,6 +58,8 @@ class LeRobotEnvConfig(EnvConfig):
         self.fps = int(getattr(lerobot_cfg, "fps", 30))
         self.features_map = {}
         self.processors = {"pre": [], "post": []}
+        # The LeRobot config of the policy the processors are built for (`for_policy`); None: the type's own.
+        self.policy_config: Any = None
 
     @classmethod
     def check_node(cls, node: DictConfig, key: str) -> None:
@@ -93,15 +96,34 @@ class LeRobotEnvConfig(EnvConfig):
 
         return LeRobotTaskEnv(self.type, self.settings, self.trust_remote_code, task)
 
+    def for_policy(self, policy_config: Any) -> LeRobotEnvConfig:
+        """A copy that builds the env processors lerobot-eval gives this policy (`make_env_pre_post_processors`:
+        the type's own, or for an XVLA policy LeRobot's XVLA LIBERO processors, whatever the type)."""
+        from lerobot_hydra.processors.lerobot_env import check_xvla_env
+
+        if getattr(policy_config, "type", None) == "xvla":
+            check_xvla_env(self.type, policy_config)
+        adapted = copy.copy(self)
+        adapted.policy_config = policy_config
+        return adapted
+
+    def policy_action_space(self, task: TaskSpec) -> Any:
+        if getattr(self.policy_config, "type", None) == "xvla":
+            return None  # its 6D-rotation step turns the first 10 of the policy's dimensions into LIBERO's 7
+        return super().policy_action_space(task)
+
     def build_processors(self, overrides: dict[str, list[Any]] | None = None) -> tuple[Pipeline, Pipeline]:
-        """LeRobot's observation preprocessing and the type's env processors (`get_env_processors`)."""
+        """LeRobot's observation preprocessing and the env processors lerobot-eval picks for the type and the
+        policy (`make_env_pre_post_processors`)."""
+        from lerobot.envs.factory import make_env_pre_post_processors
+
         from lerobot_hydra.processors.lerobot_env import LeRobotEnvAction, LeRobotEnvObservation
         from lerobot_hydra.processors.observation import ToNumpyAction
         from lerobot_hydra.processors.pipeline import Pipeline
 
         if overrides:
             raise UserError("env=lerobot takes its processors from the env type; they cannot be overridden")
-        env_pre, env_post = self.lerobot_config().get_env_processors()
+        env_pre, env_post = make_env_pre_post_processors(self.lerobot_config(), self.policy_config)
         return Pipeline([LeRobotEnvObservation(env_pre)]), Pipeline([LeRobotEnvAction(env_post), ToNumpyAction()])
 
     def without_processors(self) -> LeRobotEnvConfig:

@@ -92,6 +92,11 @@ class LeRobotPolicyConfig(PolicyConfig):
         source_of = {rename.get(key, key): key for key in env_observation_features(env)}
         return {source_of[key] for key in inputs if key in source_of}
 
+    def lerobot_config(self) -> Any:
+        if not self.path or importlib.util.find_spec("lerobot") is None:
+            return None  # `build` reports why
+        return parse_policy_config(self.checkpoint)
+
     @cached_property
     def checkpoint(self) -> Checkpoint:
         """Resolved once, so that the policy is built from the very files `identity()` describes."""
@@ -229,8 +234,9 @@ def match_observations(
 ) -> dict[str, str]:
     """Env observation key -> policy key for every input of the policy `config` describes, checked against `env`
     (its action size too) before anything is loaded."""
-    _, action_space = env.spaces(env.tasks()[0])
-    check_action_shape(name, config.output_features or {}, action_space)
+    action_space = env.policy_action_space(env.tasks()[0])
+    if action_space is not None:
+        check_action_shape(name, config.output_features or {}, action_space)
     resizes = any(getattr(config, a, None) is not None for a in ("resize_imgs_with_padding", "image_resolution"))
     resizes = resizes or getattr(config, "resize_shape", None) is not None
     pads_cameras = hasattr(config, "empty_cameras")
