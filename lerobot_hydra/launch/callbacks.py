@@ -73,13 +73,16 @@ class MergeShards(Callback):
         atexit.register(self._report_unfinished)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from lerobot_hydra.merge.rounds import sweep_baseline
         from lerobot_hydra.merge.shards import merge_sweep
 
         atexit.unregister(self._report_unfinished)
         sweep_dir = self._sweep_dir or Path(str(config.hydra.sweep.dir))
         try:
             accept = self.accept_version_mismatch
-            result = merge_sweep(sweep_dir, baseline=self.baseline, accept_version_mismatch=accept)
+            # A sequential sweep's baseline (hydra.sweeper.baseline) is its summary's too, unless named here.
+            baseline = self.baseline or sweep_baseline(sweep_dir)
+            result = merge_sweep(sweep_dir, baseline=baseline, accept_version_mismatch=accept)
         except Exception as err:  # noqa: BLE001 - Hydra would turn it into a warning and exit 0
             print(
                 f"error: merging {sweep_dir} failed ({err!r}); retry with: {merge_command(sweep_dir)}", file=sys.stderr
