@@ -48,6 +48,16 @@ class SequentialSweep(Sweeper):
         alpha: float = 0.05,
         beta: float = 0.2,
     ) -> None:
+        # Checked in setup: an error raised here would reach the user wrapped in Hydra's instantiation error.
+        self.given = (baseline, detect, discordance, alpha, beta)
+        self.baseline = ""
+        self.settings = Settings(alpha, beta, 0.0, 0.0)
+        self.config: DictConfig | None = None
+        self.hydra_context: HydraContext | None = None
+        self.launcher: Any = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        baseline, detect, discordance, alpha, beta = self.given
         if not baseline or detect is None or discordance is None:
             raise UserError(
                 "hydra/sweeper=sequential needs hydra.sweeper.baseline (e.g. random, of policy=random,...), "
@@ -57,11 +67,6 @@ class SequentialSweep(Sweeper):
             raise UserError("hydra.sweeper: give 0 < detect, discordance <= 100 (points) and 0 < alpha, beta < 1")
         self.baseline = str(baseline)
         self.settings = Settings(float(alpha), float(beta), float(detect) / 100, float(discordance) / 100)
-        self.config: DictConfig | None = None
-        self.hydra_context: HydraContext | None = None
-        self.launcher: Any = None
-
-    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config, self.hydra_context = config, hydra_context
         self.launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=task_function, config=config
