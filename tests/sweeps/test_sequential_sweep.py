@@ -82,6 +82,13 @@ def test_a_sequential_sweep_stops_each_task_once_decided_and_says_why(in_process
     state = read_json(in_process / "sequential_state.json")
     assert state["baseline"] == "random" and state["n_episodes_max"] == 30
 
+    # The same command again resumes the same sequence: nothing new runs, the same stops.
+    before = merged_episodes(in_process, "policy=metaworld_expert")
+    run_eval(*RACE, "eval.shard_id=0,1", *SEQUENTIAL, out_dir=in_process, multirun=True)
+    assert merged_episodes(in_process, "policy=metaworld_expert") == before
+    again = read_json(in_process / "policy=metaworld_expert" / "eval_info.json")["sequential"]
+    assert again == candidate["sequential"]
+
 
 @pytest.mark.slow
 @pytest.mark.slurm
