@@ -1,17 +1,24 @@
 """The launcher classes Hydra instantiates for lerobot_hydra (`_target_` in lerobot_hydra/launch/schemas.py):
-`hydra/launcher=basic`, `submitit_local` and `submitit_slurm`, and the presets in lerobot_hydra/conf/hydra/launcher/.
+`hydra/launcher=basic`, `submitit_local` and `submitit_slurm`, and the presets in lerobot_hydra/conf/hydra/launcher/;
+and the sweeper of `hydra/sweeper=sequential`.
 
-Only names here: what they do is in lerobot_hydra/launch/ (in_process.py, cluster.py, shards.py, outcomes.py);
+Only names here: what they do is in lerobot_hydra/launch/ (in_process.py, cluster.py, shards.py, outcomes.py,
+sequential_sweep.py);
 see docs/launchers.md. Hydra imports this module when it discovers its plugins, in any Hydra app of this Python.
 """
 
 from __future__ import annotations
 
 from lerobot_hydra.launch.in_process import InProcessLauncher
+from lerobot_hydra.launch.sequential_sweep import SequentialSweep
 
 
 class BasicLauncher(InProcessLauncher):
     """A sweep's jobs one after the other in this process."""
+
+
+class SequentialSweeper(SequentialSweep):
+    """A paired sequential comparison: the sweep's jobs once per round, until each task is decided."""
 
 
 try:

@@ -60,7 +60,8 @@ def run_identity(cfg: DictConfig, eval_cfg: EvalConfig, checkpoint: dict[str, An
 @dataclass(frozen=True)
 class RoundLimit:
     """Run only the episodes before `end` of each task, none past `stops[task]` of a stopped task, and publish
-    `sequential` with the results: one round of a sequence driven from outside (app/paired_sequential.py)."""
+    `sequential` with the results: one round of a sequence driven from outside (app/paired_sequential.py, or a
+    sequential sweep's round, launch/sequential_sweep.py)."""
 
     end: int
     stops: dict[tuple[str, int], int]
@@ -100,8 +101,10 @@ def evaluate_config(
         _log_plan(store, eval_cfg, plan, work)
         sequential = None
         if limit is not None:
+            planned = {block.key for block in plan}  # a shard's plan may hold only some tasks
             for key, n in limit.stops.items():
-                store.stop_task(key, n)
+                if key in planned:
+                    store.stop_task(key, n)
             caps = {w.task.key: limit.stops.get(w.task.key, limit.end) for w in work}
             work = [
                 TaskWork(w.task, [k for k in w.episodes if k < caps[w.task.key]], w.done, w.successes) for w in work

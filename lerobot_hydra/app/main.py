@@ -6,11 +6,12 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from lerobot_hydra.app.cli import OURS, one_line_errors
 from lerobot_hydra.config import schema as schemas
@@ -19,6 +20,9 @@ from lerobot_hydra.launch import schemas as launcher_schemas  # noqa: F401  regi
 from lerobot_hydra.loggers.bounded import bounded_exit
 from lerobot_hydra.results.aggregate import Results
 from lerobot_hydra.rollout.stopping import RunInterrupted, print_status, stop_signals
+
+if TYPE_CHECKING:
+    from lerobot_hydra.app.evaluation import RoundLimit
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -36,8 +40,23 @@ def run(cfg: DictConfig) -> Results:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     with JobFiles(out_dir, cfg, copy.deepcopy(HydraConfig.instance().cfg)) as job_files:
         eval_cfg = schemas.validate(cfg)
+        label = _job_label()
+        limit = _sweep_round(label)
         with stop_signals():
-            return evaluate_config(cfg, eval_cfg, out_dir, _job_label(), on_locked=job_files.save)
+            return evaluate_config(cfg, eval_cfg, out_dir, label, on_locked=job_files.save, limit=limit)
+
+
+def _sweep_round(label: str) -> RoundLimit | None:
+    """In a sequential sweep (hydra/sweeper=sequential): the round its sweeper wrote into the sweep dir."""
+    from lerobot_hydra.app.evaluation import RoundLimit
+    from lerobot_hydra.merge.rounds import job_round
+
+    hydra_cfg = HydraConfig.get()
+    target = str(OmegaConf.select(hydra_cfg, "sweeper._target_", default="") or "")
+    if hydra_cfg.mode != RunMode.MULTIRUN or not target.endswith(".SequentialSweeper"):
+        return None
+    end, stops, summary = job_round(Path(str(hydra_cfg.sweep.dir)), label)
+    return RoundLimit(end, stops, summary)
 
 
 def _job_label() -> str:

@@ -9,8 +9,8 @@ Each round runs the baseline, then the candidate, through the episodes before th
 (OUT/baseline, OUT/candidate; resumable, as any run dir), then judges every undecided task on the pairs so far. The
 decision reads episodes 0..end-1 in episode order only, so batch size, lanes and timing never move the stopping
 point, and running the same command again resumes the same sequence. Both run dirs' eval_info.json and report.html
-say when and why each task stopped; OUT/sequential.json holds the same. This runs the rounds in one process; in a
-SLURM sweep the rounds are not driven yet (docs/sequential.md).
+say when and why each task stopped; OUT/sequential.json holds the same. This runs the rounds in one process; a
+sweep with hydra/sweeper=sequential runs them with any launcher (launch/sequential_sweep.py, docs/sequential.md).
 """
 
 from __future__ import annotations

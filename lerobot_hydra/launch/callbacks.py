@@ -73,13 +73,16 @@ class MergeShards(Callback):
         atexit.register(self._report_unfinished)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from lerobot_hydra.merge.rounds import sweep_baseline
         from lerobot_hydra.merge.shards import merge_sweep
 
         atexit.unregister(self._report_unfinished)
         sweep_dir = self._sweep_dir or Path(str(config.hydra.sweep.dir))
         try:
             accept = self.accept_version_mismatch
-            result = merge_sweep(sweep_dir, baseline=self.baseline, accept_version_mismatch=accept)
+            # A sequential sweep's baseline (hydra.sweeper.baseline) is its summary's too, unless named here.
+            baseline = self.baseline or sweep_baseline(sweep_dir)
+            result = merge_sweep(sweep_dir, baseline=baseline, accept_version_mismatch=accept)
         except Exception as err:  # noqa: BLE001 - Hydra would turn it into a warning and exit 0
             print(
                 f"error: merging {sweep_dir} failed ({err!r}); retry with: {merge_command(sweep_dir)}", file=sys.stderr
@@ -102,10 +105,19 @@ class MergeShards(Callback):
 
     def _report_unfinished(self) -> None:
         """At exit after a failed or interrupted sweep: what the merge would say now, and how to finish."""
+        from lerobot_hydra.merge.rounds import read_state
         from lerobot_hydra.merge.shards import merge_sweep
         from lerobot_hydra.rundir.shard_file import find_shard_files
 
         sweep_dir = self._sweep_dir
+        if sweep_dir is not None and read_state(sweep_dir) is not None:
+            print(
+                "lerobot_hydra: the sequential sweep ended before its last round; run the same command with "
+                f"hydra.sweep.dir={sweep_dir} to resume it (recorded episodes are kept, the same rounds follow)",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
         if sweep_dir is None or not any(_is_sharded(p) for p in find_shard_files(sweep_dir)):
             return
         result = merge_sweep(sweep_dir, write=False, accept_version_mismatch=self.accept_version_mismatch)

@@ -24,11 +24,25 @@ GROUP = "hydra/launcher"
 PROVIDER = "lerobot_hydra"
 # The option names of hydra/launcher that choose our launchers: Hydra's default and the submitit plugin's.
 BASIC, LOCAL, SLURM = "basic", "submitit_local", "submitit_slurm"
+SWEEPER_GROUP, SEQUENTIAL = "hydra/sweeper", "sequential"
 
 
 @dataclass
 class BasicLauncherConf:
     _target_: str = "hydra_plugins.lerobot_hydra_launchers.launchers.BasicLauncher"
+
+
+@dataclass
+class SequentialSweeperConf:
+    """hydra/sweeper=sequential (launch/sequential_sweep.py): the baseline (a swept value, or its override), the
+    difference to detect and the discordance expected (points), and the test's error rates."""
+
+    _target_: str = "hydra_plugins.lerobot_hydra_launchers.launchers.SequentialSweeper"
+    baseline: str | None = None
+    detect: float | None = None
+    discordance: float | None = None
+    alpha: float = 0.05
+    beta: float = 0.2
 
 
 def _submitit_schemas() -> dict[str, Any]:
@@ -58,6 +72,7 @@ def register() -> None:
     store = ConfigStore.instance()
     for name, node in {BASIC: BasicLauncherConf, **_submitit_schemas()}.items():
         store.store(group=GROUP, name=name, node=node, provider=PROVIDER)
+    store.store(group=SWEEPER_GROUP, name=SEQUENTIAL, node=SequentialSweeperConf, provider=PROVIDER)
 
 
 register()

@@ -36,6 +36,7 @@ from lerobot_hydra.merge.checks import (
     group_combinations,
     missing_shards,
 )
+from lerobot_hydra.merge.rounds import final_summary, sweep_baseline
 from lerobot_hydra.results.aggregate import Results, aggregate
 from lerobot_hydra.rollout import provenance
 from lerobot_hydra.rundir.lock import DirLock
@@ -114,7 +115,8 @@ def merge_sweep(
         result.problems.extend(problems + missing)
         result.missing += len(missing)
         if not problems and not missing:
-            result.merged.append((combo, merged_results(combo, output_dir(sweep_dir, combo, several))))
+            merged = merged_results(combo, output_dir(sweep_dir, combo, several))
+            result.merged.append((combo, merged.with_sequential(final_summary(sweep_dir, combo.label))))
     from lerobot_hydra.merge.summary import baseline_problems  # (scipy) only once there is something to merge
 
     result.problems.extend(baseline_problems(baseline, combos))
@@ -201,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     result = merge_sweep(
         args.sweep_dir,
         write=not args.check,
-        baseline=args.baseline,
+        baseline=args.baseline or sweep_baseline(args.sweep_dir),
         accept_version_mismatch=args.accept_version_mismatch,
     )
     for problem in result.problems:

@@ -143,6 +143,9 @@ def sweep_summary(entries: Sequence[SweepEntry], sweep_dir: Path, baseline: str 
         "baseline": None,
         "comparisons": [],
     }
+    stopped = [{"combination": e.name, **e.results.sequential} for e in entries if e.results.sequential]
+    if stopped:  # a sequential sweep (hydra/sweeper=sequential): when and why each combination's tasks stopped
+        summary["sequential"] = stopped
     if len(arms) > 1:
         base = arms[pick_baseline(arms, baseline)]
         summary["baseline"] = base.title
@@ -258,6 +261,14 @@ def format_sweep_summary(summary: dict[str, Any], title: str) -> str:
         lines += ["  " + line for line in align(seeds)]
     for comparison in summary["comparisons"]:
         lines += ["", format_comparison(comparison)]
+    if summary.get("sequential"):
+        lines += [
+            "",
+            "Sequential stopping (at most {} episodes per task):".format(summary["sequential"][0]["n_episodes_max"]),
+        ]
+        for combo in summary["sequential"]:
+            for task, t in combo["per_task"].items():
+                lines.append(f"  {combo['combination']}: {task}: {t['outcome']} after {t['n_episodes']} episodes")
     return "\n".join(lines)
 
 

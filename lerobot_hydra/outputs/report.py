@@ -128,8 +128,25 @@ def sweep_report(summary: dict[str, Any], sweep_dir: Path, images: Mapping[str, 
         parts.append(f'<p class="sub">{_e(describe(comparison))}; difference = candidate - baseline, in points</p>')
         header = comparison_header(comparison)
         parts.append(_table(header, comparison_rows(comparison), last_is_total=True))
+    if summary.get("sequential"):
+        parts += _sweep_stops(summary["sequential"])
     parts += _images(images, ("comparison_forest", "sweep_heatmap"))
     return _write(sweep_dir / REPORT_FILE, f"Sweep {sweep_dir.name}", parts)
+
+
+def _sweep_stops(stopped: Sequence[Mapping[str, Any]]) -> list[str]:
+    """When and why each task of each combination of a sequential sweep stopped (hydra/sweeper=sequential)."""
+    settings = ", ".join(f"{k}={v}" for k, v in stopped[0]["settings"].items() if v is not None)
+    rows = [
+        (combo["combination"], task, str(t["n_episodes"]), t["outcome"], t["why"])
+        for combo in stopped
+        for task, t in combo["per_task"].items()
+    ]
+    return [
+        "<h2>Sequential stopping</h2>",
+        f'<p class="sub">{_e(settings)}; at most {stopped[0]["n_episodes_max"]} episodes per task</p>',
+        _table(("combination", "task", "episodes", "stopped as", "why"), rows),
+    ]
 
 
 def _results_table(results: Results) -> str:

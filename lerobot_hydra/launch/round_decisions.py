@@ -1,0 +1,154 @@
+"""The decisions of a sequential sweep after a round: each candidate combination paired with its baseline
+combination (the same overrides but the baseline's), each task judged on its pairs so far in episode order
+(results/sequential.paired); a baseline's task stops once every candidate paired with it stopped there."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.core.labels import distinguishing_labels, split_label
+from lerobot_hydra.merge.baseline import holds
+from lerobot_hydra.results.sequential import Decision, paired
+from lerobot_hydra.results.table import task_label
+from lerobot_hydra.rundir.shard_file import find_shard_files, load_shard
+
+TaskKey = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Settings:
+    alpha: float
+    beta: float
+    detect: float  # fractions
+    discordance: float
+
+
+@dataclass
+class Rounds:
+    """Each candidate's baseline, and every stop so far: label -> task -> (episodes, decision)."""
+
+    settings: Settings
+    baseline: str
+    n_max: int
+    pairs: dict[str, str]  # candidate label -> baseline label
+    shown: dict[str, str] = field(default_factory=dict)  # label -> what tells it apart (policy=random)
+    stops: dict[str, dict[TaskKey, tuple[int, Decision]]] = field(default_factory=dict)
+    names: dict[TaskKey, str] = field(default_factory=dict)
+    tasks: dict[str, list[TaskKey]] = field(default_factory=dict)  # each combination's, once its shards ran
+
+    def __post_init__(self) -> None:
+        labels = sorted(self.labels)
+        self.shown = dict(zip(labels, distinguishing_labels(labels), strict=True))
+
+    @property
+    def labels(self) -> set[str]:
+        return set(self.pairs) | set(self.pairs.values())
+
+    def finished(self, label: str) -> bool:
+        """Whether every task of `label` stopped (so its jobs have nothing left to run)."""
+        tasks = self.tasks.get(label)
+        return bool(tasks) and all(k in self.stops.get(label, {}) for k in tasks)
+
+    def decide(self, sweep_dir: Path, end: int) -> list[str]:
+        """Judges every undecided task of every pair on the episodes before `end`; returns a line per new stop."""
+        outcomes = _outcomes(sweep_dir, self.labels, self.names)
+        self.tasks = {label: list(by_task) for label, by_task in outcomes.items()}
+        said = []
+        for cand, base in self.pairs.items():
+            done = self.stops.setdefault(cand, {})
+            for key in outcomes[base]:
+                if key in done:
+                    continue
+                pairs = [(outcomes[base][key].get(k), outcomes[cand].get(key, {}).get(k)) for k in range(end)]
+                if any(a is None or b is None for a, b in pairs):
+                    raise UserError(
+                        f"'{self.shown[cand]}' or its baseline '{self.shown[base]}' lacks episodes of "
+                        f"{self.names[key]} before {end} after the round; re-run the sweep with the same "
+                        "hydra.sweep.dir (recorded episodes are kept)"
+                    )
+                s = self.settings
+                decision = paired(pairs, s.alpha, s.beta, s.detect, s.discordance)  # type: ignore[arg-type]
+                if not decision.stop and end == self.n_max:
+                    decision = Decision(True, "undecided", f"the maximum of {end} pairs: {decision.why}")
+                if decision.stop:
+                    done[key] = (end, decision)
+                    said.append(
+                        f"{self.shown[cand]}: {self.names[key]}: {decision.outcome} after {end} pairs ({decision.why})"
+                    )
+        self._stop_baselines(outcomes)
+        return said
+
+    def _stop_baselines(self, outcomes: dict[str, dict[TaskKey, dict[int, bool]]]) -> None:
+        for base in set(self.pairs.values()):
+            cands = [c for c, b in self.pairs.items() if b == base]
+            done = self.stops.setdefault(base, {})
+            for key in outcomes[base]:
+                if key in done or not all(key in self.stops.get(c, {}) for c in cands):
+                    continue
+                n = max(self.stops[c][key][0] for c in cands)
+                why = "; ".join(
+                    f"{self.shown[c]} {self.stops[c][key][1].outcome}: {self.stops[c][key][1].why}" for c in cands
+                )
+                done[key] = (n, Decision(True, "baseline", f"the baseline of {why}"))
+
+    def summary(self, label: str) -> dict[str, Any]:
+        """What results.sequential holds for combination `label` (eval_info.json, report.html)."""
+        s = self.settings
+        settings = {"test": "paired SPRT", "alpha": s.alpha, "beta": s.beta, "detect": s.detect}
+        settings |= {"discordance": s.discordance, "baseline": self.shown[self.pairs.get(label, label)]}
+        stops = self.stops.get(label, {})
+        per_task = {
+            self.names[k]: {"n_episodes": stops[k][0], "outcome": stops[k][1].outcome, "why": stops[k][1].why}
+            for k in self.tasks.get(label, [])
+            if k in stops
+        }
+        return {"settings": settings, "n_episodes_max": self.n_max, "per_task": per_task}
+
+
+def pair_combinations(labels: Sequence[str], baseline: str) -> dict[str, str]:
+    """Each candidate's baseline: the combination holding `baseline` (an override `policy=random` or a value) with
+    the candidate's other overrides. Raises UserError when a combination has none."""
+    base_labels = [label for label in labels if holds(split_label(label), baseline)]
+    if not base_labels or len(base_labels) == len(labels):
+        raise UserError(
+            f"hydra.sweeper.baseline={baseline} must name a swept value that some combinations hold and others do "
+            f"not, e.g. policy=random with -m policy=random,metaworld_expert"
+        )
+    keys = {o.split("=", 1)[0] for label in base_labels for o in split_label(label) if holds([o], baseline)}
+
+    def others(label: str) -> list[str]:
+        return sorted(o for o in split_label(label) if o.split("=", 1)[0] not in keys)
+
+    pairs = {}
+    for label in labels:
+        if label in base_labels:
+            continue
+        match = [b for b in base_labels if others(b) == others(label)]
+        if len(match) != 1:
+            raise UserError(
+                f"'{label}' has no baseline combination holding {baseline} with its other overrides; sweep the "
+                "baseline over the same values as the candidates"
+            )
+        pairs[label] = match[0]
+    return pairs
+
+
+def _outcomes(
+    sweep_dir: Path, labels: set[str], names: dict[TaskKey, str]
+) -> dict[str, dict[TaskKey, dict[int, bool]]]:
+    """label -> task -> episode index -> success, from every shard file of the sweep; fills in the task names."""
+    out: dict[str, dict[TaskKey, dict[int, bool]]] = {label: {} for label in labels}
+    for path in find_shard_files(sweep_dir):
+        shard = load_shard(path)
+        if shard.label not in out:
+            continue
+        for key in shard.task_keys:
+            out[shard.label].setdefault(tuple(key), {})  # type: ignore[arg-type]
+        for r in shard.records:
+            out[shard.label].setdefault((r.task_group, r.task_id), {})[r.episode_index] = r.success
+            names[(r.task_group, r.task_id)] = task_label(r.task_group, r.task_id, r.task_name)
+    return out
