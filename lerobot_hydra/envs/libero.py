@@ -24,7 +24,13 @@ import numpy as np
 from lerobot_hydra.core.errors import UserError, did_you_mean
 from lerobot_hydra.envs.base import EnvConfig, TaskEnv, TaskSpec, split_names, unique
 from lerobot_hydra.envs.libero_init_states import load_init_states
-from lerobot_hydra.envs.libero_pro import installed_pro_suites, load_pro_init_states, pro_base, select_libero
+from lerobot_hydra.envs.libero_pro import (
+    installed_pro_suites,
+    instruction,
+    load_pro_init_states,
+    pro_base,
+    select_libero,
+)
 from lerobot_hydra.processors.observation import lerobot_key
 
 # Step limits per suite: a little above the longest demonstration of each suite.
@@ -150,7 +156,7 @@ class LiberoEnvConfig(EnvConfig):
             for i in ids:
                 task = suite.get_task(i)
                 max_steps = self.episode_length or suite_max_steps(suite_name)
-                out.append(TaskSpec(suite_name, i, task.name, task.language, max_steps))
+                out.append(TaskSpec(suite_name, i, task.name, instruction(suite_name, task), max_steps))
         return out
 
     def spaces(self, task: TaskSpec) -> tuple[Any, Any]:

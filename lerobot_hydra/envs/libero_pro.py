@@ -14,6 +14,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -49,6 +50,26 @@ def installed_pro_suites() -> list[str]:
     bddl = {path.name for path in (root / "bddl_files").iterdir() if path.is_dir()}
     states = {path.name for path in (root / "init_files").iterdir() if path.is_dir()}
     return sorted(name for name in bddl & states if PRO_SUITE.fullmatch(name))
+
+
+# Perturbations whose instruction differs from the one LIBERO's task name spells: it is read from the task's BDDL.
+INSTRUCTION_PERTURBATIONS = ("lan", "task")
+
+
+def instruction(suite: str, task: Any) -> str:
+    """The language instruction of LIBERO(-PRO) `task` (a benchmark Task) in `suite`.
+
+    LIBERO derives it from the task's file name (as LeRobot and LIBERO's datasets do); LIBERO-PRO's paraphrased
+    (`_lan`) and new (`_task`) suites keep the file names and change only the BDDL's `:language`.
+    """
+    base = pro_base(suite)
+    if base is None or suite.removeprefix(f"{base}_") not in INSTRUCTION_PERTURBATIONS:
+        return task.language
+    from libero.libero import get_libero_path
+    from libero.libero.envs.bddl_utils import get_problem_info
+
+    bddl = Path(get_libero_path("bddl_files")) / task.problem_folder / task.bddl_file
+    return str(get_problem_info(str(bddl))["language_instruction"])
 
 
 def _loaded_libero_dir() -> Path | None:

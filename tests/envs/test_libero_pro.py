@@ -85,3 +85,19 @@ def test_a_sweep_over_a_standard_and_a_pro_suite_runs_each_from_its_package_and_
     (comparison,) = summary["comparisons"]
     assert not comparison["paired"] and comparison["unpaired_reason"].startswith("different tasks")
     assert (comparison["overall"]["n_baseline"], comparison["overall"]["n_candidate"]) == (2, 2)
+
+
+def test_paraphrased_and_new_task_suites_carry_the_instruction_of_their_bddl() -> None:
+    """`_lan` and `_task` suites keep LIBERO's file names; their instruction is the BDDL's (in a process of its own,
+    since it imports LIBERO-PRO's package)."""
+    code = (
+        "from lerobot_hydra.envs.libero import LiberoEnvConfig\n"
+        "for suite in ('libero_10_lan', 'libero_spatial_task', 'libero_spatial_swap'):\n"
+        "    print(LiberoEnvConfig(task=suite, task_ids=[0]).tasks()[0].description)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert proc.stdout.splitlines() == [
+        "place alphabet soup and tomato sauce into basket",
+        "pick the akita black bowl not between the plate and the ramekin and place it on the plate",
+        "pick up the black bowl between the plate and the ramekin and place it on the plate",
+    ]
