@@ -71,6 +71,11 @@ class EvalConfig:
     # How often a lost worker (killed, crashed or wedged) is replaced on the same episode before the run ends.
     worker_retries: int = 2
     sequential: SequentialConfig = field(default_factory=SequentialConfig)
+    # Every step recorded as a LeRobotDataset in <run dir>/recording (docs/recording.md): null: off; all: every raw
+    # observation key; or a comma-separated list of them (e.g. agent_pos). Actions, rewards, done and success always.
+    record: str | None = None
+    # How recorded images are stored: video (mp4, LeRobot's encoder) or png (one image per frame).
+    record_images: str = "video"
 
 
 @dataclass
