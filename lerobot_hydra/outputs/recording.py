@@ -1,13 +1,16 @@
 """Rollout recording (`eval.record`): every step of every recorded episode written as a LeRobotDataset (v3) with
 LeRobot's own writer, in `<run dir>/recording/part-NNN` (a resumed run writes a new part; the merge of a sweep
 joins every part of every shard with LeRobot's `aggregate_datasets`). Each frame carries the episode's seed, task
-(its position in the run's task list, and its id) and episode index (`eval.*` features) and its task text, so a recorded failure can be re-run exactly.
+(its position in the run's task list, and its id) and episode index (`eval.*` features) and its task text, so a
+recorded failure can be re-run exactly.
 
 LeRobot's dataset code is imported only when recording is on: it is slow to import."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import queue
 import shutil
 import tempfile
 import threading
@@ -18,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from lerobot_hydra.config.schema import EvalConfig
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.records import EpisodeRecord
-from lerobot_hydra.config.schema import EvalConfig
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.rollout.recording import Step, using_recorder
 
@@ -37,7 +40,9 @@ def dataset_class() -> Any:
     try:
         from lerobot.datasets.lerobot_dataset import LeRobotDataset
     except ImportError as err:
-        raise UserError(f"eval.record needs LeRobot's dataset writer ({err}); install lerobot>=0.4 or unset it") from None
+        raise UserError(
+            f"eval.record needs LeRobot's dataset writer ({err}); install lerobot>=0.4 or unset it"
+        ) from None
     if not all(hasattr(LeRobotDataset, name) for name in ("create", "add_frame", "save_episode", "finalize")):
         raise UserError("eval.record needs LeRobot's v3 dataset writer (lerobot>=0.4); upgrade LeRobot or unset it")
     return LeRobotDataset
@@ -79,43 +84,77 @@ def recording(
 
 
 class DatasetRecorder:
-    """Holds each ended episode's steps until its record is accepted (`write`), then saves it as one episode."""
+    """Holds each ended episode's steps until its record is accepted (`write`), then hands them to a writer thread
+    that saves them as one episode (LeRobot is imported there too, while the run starts): the lanes go on
+    stepping meanwhile."""
 
     def __init__(self, out_dir: Path, keys: str, images: str, fps: int, features_map: dict[str, str]) -> None:
-        self._cls = dataset_class()
+        if importlib.util.find_spec("lerobot") is None:
+            raise UserError("eval.record needs LeRobot's dataset writer: pip install lerobot, or unset eval.record")
         self._root = next_part(out_dir)
         self._keys = None if keys.strip() == "all" else [k.strip() for k in keys.split(",") if k.strip()]
         self._images, self._fps, self._names = images, fps, features_map
         self._held: dict[tuple[str, int, int], list[Step]] = {}
         self._lock = threading.Lock()
-        self._dataset: Any = None
+        self._recorded: list[str] | None = None
+        self._queue: queue.Queue[tuple[list[Step], EpisodeRecord] | None] = queue.Queue(maxsize=8)
+        self._error: BaseException | None = None
         self.episodes = 0
         self.task_index: dict[tuple[str, int], int] = {}  # (task group, task id) -> its position in the run
+        self._thread = threading.Thread(target=self._write_all, name="lerobot_hydra-recording", daemon=True)
+        self._thread.start()
 
     def hold(self, unit: tuple[str, int, int], steps: list[Step]) -> None:
         with self._lock:
             self._held[unit] = steps
 
     def write(self, record: EpisodeRecord) -> None:
-        """Saves the held steps of `record`'s episode (called once the run store accepted the record)."""
+        """Queues the held steps of `record`'s episode (called once the run store accepted the record)."""
         with self._lock:
             steps = self._held.pop(record.unit, None)
             if not steps:
                 return
-            if self._dataset is None:
-                self._dataset = self._create(steps[0])
-            for step in steps:
-                self._dataset.add_frame(self._frame(step, record))
-            self._dataset.save_episode()
-            self.episodes += 1
+            if self._recorded is None:
+                self._recorded = self._observation_keys(steps[0]["observation"])
+        if self._error is not None:
+            raise self._failed()
+        self._queue.put((steps, record))
 
     def close(self) -> None:
-        """Finalizes the dataset (its parquet footers and metadata); episodes never accepted are dropped."""
+        """Writes what is queued and finalizes the dataset (its parquet footers and metadata); episodes never
+        accepted are dropped. A failed write raises here, in one line."""
         with self._lock:
             self._held.clear()
-            if self._dataset is not None:
-                self._dataset.finalize()
-                log.info("recorded %d episodes as a LeRobot dataset in %s", self.episodes, self._root)
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._failed()
+        if self.episodes:
+            log.info("recorded %d episodes as a LeRobot dataset in %s", self.episodes, self._root)
+
+    def _failed(self) -> UserError:
+        if isinstance(self._error, UserError):
+            return self._error
+        return UserError(f"recording the rollouts into {self._root} failed ({self._error!r}); the records are kept")
+
+    def _write_all(self) -> None:
+        dataset: Any = None
+        try:
+            cls = dataset_class()
+            for steps, record in iter(self._queue.get, None):
+                if dataset is None:
+                    dataset = self._create(cls, steps[0])
+                for step in steps:
+                    dataset.add_frame(self._frame(step, record))
+                dataset.save_episode()
+                self.episodes += 1
+        except BaseException as err:  # surfaces in the run's thread (`write`, `close`)
+            self._error = err
+            while self._queue.get() is not None:  # unblock the lanes until the run closes the recorder
+                pass
+        finally:
+            if dataset is not None:
+                dataset.finalize()
 
     def _observation_keys(self, observation: dict[str, np.ndarray]) -> list[str]:
         if self._keys is None:
@@ -131,10 +170,10 @@ class DatasetRecorder:
     def _name(self, key: str) -> str:
         return self._names.get(key) or "observation." + key.replace("/", ".")
 
-    def _create(self, first: Step) -> Any:
+    def _create(self, cls: Any, first: Step) -> Any:
         features: dict[str, dict[str, Any]] = {}
         observation = first["observation"]
-        self._recorded = self._observation_keys(observation)
+        assert self._recorded is not None
         for key in self._recorded:
             features[self._name(key)] = self._feature(observation[key])
         action = np.asarray(first["action"])
@@ -144,8 +183,11 @@ class DatasetRecorder:
         for name in _EVAL_FEATURES:
             features[name] = {"dtype": "int64", "shape": (1,), "names": None}
         self._root.parent.mkdir(parents=True, exist_ok=True)
-        return self._cls.create(
-            repo_id=f"local/{self._root.parent.parent.name}", fps=self._fps, features=features, root=self._root,
+        return cls.create(
+            repo_id=f"local/{self._root.parent.parent.name}",
+            fps=self._fps,
+            features=features,
+            root=self._root,
             use_videos=self._images == "video",
         )
 
@@ -157,7 +199,7 @@ class DatasetRecorder:
 
     def _frame(self, step: Step, record: EpisodeRecord) -> dict[str, Any]:
         frame: dict[str, Any] = {"task": record.task or record.task_name}
-        for key in self._recorded:
+        for key in self._recorded or []:
             value = step["observation"][key]
             frame[self._name(key)] = value if value.dtype == np.uint8 else _vector(value, np.float32)
         frame["action"] = _vector(step["action"], np.float32)

@@ -31,8 +31,8 @@ def load(root: Path) -> Any:
 
 
 def episodes_of(dataset: Any) -> dict[tuple[int, int, int], dict[str, Any]]:
-    """Per (task index in the run, task id, episode index): seed, task text, steps, sum of rewards, success, done only at the end."""
-    out: dict[tuple[int, int], dict[str, Any]] = {}
+    """Per (task index in the run, task id, episode index): seed, task text, rewards, done flags, success."""
+    out: dict[tuple[int, int, int], dict[str, Any]] = {}
     for i in range(len(dataset)):
         frame = dataset[i]
         key = (int(frame["eval.task_index"]), int(frame["eval.task_id"]), int(frame["eval.episode_index"]))
@@ -73,7 +73,14 @@ def test_recording_an_observation_key_the_env_lacks_is_one_line(tmp_path: Path) 
 
 
 def test_a_local_two_shard_sweep_merges_its_recordings_into_one_dataset(tmp_path: Path) -> None:
-    run_eval(*WORKLOAD, "eval.shard_id=0,1", "hydra/launcher=local_shards", out_dir=tmp_path, multirun=True)
+    run_eval(
+        *WORKLOAD,
+        "env.episode_length=20",
+        "eval.shard_id=0,1",
+        "hydra/launcher=local_shards",
+        out_dir=tmp_path,
+        multirun=True,
+    )
     merged = read_json(tmp_path / "eval_info.json")
     parts = sorted(tmp_path.rglob("shard_*/recording/part-000"))
     assert len(parts) == 2
