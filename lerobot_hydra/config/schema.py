@@ -104,6 +104,13 @@ def open_node() -> DictConfig:
     return node
 
 
+def _check_record(ev: EvalConfig) -> None:
+    if ev.record_images not in ("video", "png"):
+        raise UserError(f"eval.record_images={ev.record_images!r} is not one of video, png")
+    if ev.record is not None and not ev.record.strip():
+        raise UserError("eval.record is empty; give 'all', a comma-separated list of observation keys, or null")
+
+
 def register_schemas() -> None:
     cs = ConfigStore.instance()
     cs.store(name="run_schema", node=RunConfig)
@@ -184,6 +191,7 @@ def validate(cfg: DictConfig) -> EvalConfig:
         raise UserError(f"eval.step_timeout_s must be positive, got {ev.step_timeout_s}")
     if ev.worker_retries < 0:
         raise UserError(f"eval.worker_retries must be 0 or more, got {ev.worker_retries}")
+    _check_record(ev)
     if ev.num_shards is not None and ev.num_shards < 1:
         raise UserError(f"eval.num_shards must be at least 1, got {ev.num_shards}")
     if ev.shard_id < 0:

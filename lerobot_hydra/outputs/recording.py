@@ -30,7 +30,6 @@ from lerobot_hydra.rollout.recording import Step, using_recorder
 log = logging.getLogger("lerobot_hydra")
 
 RECORDING_DIR = "recording"
-IMAGE_MODES = ("video", "png")
 _EVAL_FEATURES = ("eval.seed", "eval.task_index", "eval.task_id", "eval.episode_index")
 _STEP_FEATURES = {"next.reward": "float32", "next.done": "bool", "next.success": "bool"}
 
@@ -48,13 +47,6 @@ def dataset_class() -> Any:
     return LeRobotDataset
 
 
-def check_record_settings(record: str | None, images: str) -> None:
-    if images not in IMAGE_MODES:
-        raise UserError(f"eval.record_images={images!r} is not one of {', '.join(IMAGE_MODES)}")
-    if record is not None and not record.strip():
-        raise UserError("eval.record is empty; give 'all', a comma-separated list of observation keys, or null")
-
-
 def next_part(out_dir: Path) -> Path:
     """A new part dir under `<out_dir>/recording` (parts of earlier sessions of a resumed run are kept)."""
     parent = out_dir / RECORDING_DIR
@@ -70,7 +62,6 @@ def recording(
 ) -> Iterator[DatasetRecorder | None]:
     """The run's recorder while the block runs (None when `eval.record` is unset), finalized at its end; `tasks`:
     the run's tasks, whose position is each frame's `eval.task_index`."""
-    check_record_settings(eval_cfg.record, eval_cfg.record_images)
     if eval_cfg.record is None:
         yield None
         return
