@@ -87,3 +87,14 @@ def test_a_local_two_shard_sweep_merges_its_recordings_into_one_dataset(tmp_path
     # (job dirs named after overrides like env.task=[a,b] are globs to Hugging Face datasets: read their info.json)
     assert sum(read_json(p / "meta" / "info.json")["total_episodes"] for p in parts) == len(merged["episodes"])
     assert_matches(load(tmp_path / "recording"), merged["episodes"])
+
+
+def test_pusht_images_are_recorded_as_png_frames_and_load_back(tmp_path: Path) -> None:
+    overrides = ("env=pusht", "policy=random", "eval.n_episodes=1", "env.episode_length=6", "eval.batch_size=1")
+    info = run_here(*overrides, "eval.record=pixels", "eval.record_images=png", out_dir=tmp_path)
+    dataset = load(tmp_path / "recording" / "part-000")
+    assert len(dataset) == info["episodes"][0]["steps"] == 6
+    assert dataset.meta.features["observation.image"]["dtype"] == "image"
+    assert "observation.state" not in dataset.features  # only the key asked for
+    assert tuple(dataset[5]["observation.image"].shape) == (3, 96, 96)
+    assert len(list((tmp_path / "recording" / "part-000" / "images").rglob("*.png"))) == 0  # written into parquet
