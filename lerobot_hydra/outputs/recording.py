@@ -8,7 +8,6 @@ LeRobot's dataset code is imported only when recording is on: it is slow to impo
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import queue
 import shutil
@@ -76,12 +75,12 @@ def recording(
 
 class DatasetRecorder:
     """Holds each ended episode's steps until its record is accepted (`write`), then hands them to a writer thread
-    that saves them as one episode (LeRobot is imported there too, while the run starts): the lanes go on
-    stepping meanwhile."""
+    that saves them as one episode: the lanes go on stepping meanwhile."""
 
     def __init__(self, out_dir: Path, keys: str, images: str, fps: int, features_map: dict[str, str]) -> None:
-        if importlib.util.find_spec("lerobot") is None:
-            raise UserError("eval.record needs LeRobot's dataset writer: pip install lerobot, or unset eval.record")
+        # Imported here, in the run's thread, not in the writer's: two threads importing torch's module graph at
+        # once can see a partially initialized module.
+        self._cls = dataset_class()
         self._root = next_part(out_dir)
         self._keys = None if keys.strip() == "all" else [k.strip() for k in keys.split(",") if k.strip()]
         self._images, self._fps, self._names = images, fps, features_map
@@ -131,10 +130,9 @@ class DatasetRecorder:
     def _write_all(self) -> None:
         dataset: Any = None
         try:
-            cls = dataset_class()
             for steps, record in iter(self._queue.get, None):
                 if dataset is None:
-                    dataset = self._create(cls, steps[0])
+                    dataset = self._create(self._cls, steps[0])
                 for step in steps:
                     dataset.add_frame(self._frame(step, record))
                 dataset.save_episode()
