@@ -81,6 +81,8 @@ class Evaluator:
         self.eval_cfg = schemas.validate(self.cfg)
         if self.eval_cfg.max_episodes_rendered > 0 and out_dir is None:
             raise UserError("eval.max_episodes_rendered > 0 writes videos into a run dir: pass out_dir=<dir> too")
+        if self.eval_cfg.record is not None:
+            raise UserError("eval.record records rollouts of the lerobot-hydra-eval command only; unset it here")
         self.out_dir = None if out_dir is None else Path(out_dir)
         self.loggers = build_loggers(self.cfg.get("logger"))
         self.env = instantiate_node(self.cfg.env)

@@ -19,6 +19,7 @@ from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.loggers.base import ExperimentLogger, build_loggers
 from lerobot_hydra.loggers.run_meta import shard_run, single_run
 from lerobot_hydra.outputs.publish import publish, publish_shard
+from lerobot_hydra.outputs.recording import recording
 from lerobot_hydra.outputs.video import VideoRecorder, without_missing_videos
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.results.aggregate import Results, aggregate
@@ -91,7 +92,12 @@ def evaluate_config(
     identity = run_identity(cfg, eval_cfg, checkpoint)
     if dynamic:
         identity["claims"] = "dynamic"
-    with RunStore(out_dir, identity, eval_cfg.shard_id, num_shards, tasks, plan, label, provenance=provenance) as store:
+    with (
+        RunStore(out_dir, identity, eval_cfg.shard_id, num_shards, tasks, plan, label, provenance=provenance) as store,
+        recording(eval_cfg, parts.env, tasks, out_dir) as recorder,
+    ):
+        if recorder is not None:
+            store.on_added = recorder.write
         if on_locked is not None:
             on_locked()
         if dynamic:

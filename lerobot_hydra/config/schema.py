@@ -71,6 +71,11 @@ class EvalConfig:
     # How often a lost worker (killed, crashed or wedged) is replaced on the same episode before the run ends.
     worker_retries: int = 2
     sequential: SequentialConfig = field(default_factory=SequentialConfig)
+    # Every step recorded as a LeRobotDataset in <run dir>/recording (docs/recording.md): null: off; all: every raw
+    # observation key; or a comma-separated list of them (e.g. agent_pos). Actions, rewards, done and success always.
+    record: str | None = None
+    # How recorded images are stored: video (mp4, LeRobot's encoder) or png (one image per frame).
+    record_images: str = "video"
 
 
 @dataclass
@@ -97,6 +102,13 @@ def open_node() -> DictConfig:
     node = OmegaConf.create({})
     OmegaConf.set_struct(node, False)
     return node
+
+
+def _check_record(ev: EvalConfig) -> None:
+    if ev.record_images not in ("video", "png"):
+        raise UserError(f"eval.record_images={ev.record_images!r} is not one of video, png")
+    if ev.record is not None and not ev.record.strip():
+        raise UserError("eval.record is empty; give 'all', a comma-separated list of observation keys, or null")
 
 
 def register_schemas() -> None:
@@ -179,6 +191,7 @@ def validate(cfg: DictConfig) -> EvalConfig:
         raise UserError(f"eval.step_timeout_s must be positive, got {ev.step_timeout_s}")
     if ev.worker_retries < 0:
         raise UserError(f"eval.worker_retries must be 0 or more, got {ev.worker_retries}")
+    _check_record(ev)
     if ev.num_shards is not None and ev.num_shards < 1:
         raise UserError(f"eval.num_shards must be at least 1, got {ev.num_shards}")
     if ev.shard_id < 0:

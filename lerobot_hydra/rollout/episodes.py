@@ -7,6 +7,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.envs.build_errors import env_label
 from lerobot_hydra.rollout.filming import FilmedEpisode
+from lerobot_hydra.rollout.recording import Step, observation_row, step_recorder
 from lerobot_hydra.vector.task_envs import EnvPool
 
 log = logging.getLogger("lerobot_hydra")
@@ -41,6 +43,7 @@ class Episode:
     max_reward: float = -np.inf
     success: bool = False
     steps: int = 0
+    trace: list[Step] | None = None  # every step, when a recorder is in use (rollout/recording.py)
 
     @property
     def task(self) -> TaskSpec:
@@ -52,6 +55,20 @@ class Episode:
         self.max_reward = max(self.max_reward, reward)
         self.steps += 1
         self.success |= success
+
+    def trace_step(self, obs: Any, action: np.ndarray, row: int, reward: float, done: bool, success: bool) -> None:
+        """Keeps step `self.steps` of a recorded episode: the observation its action was taken on, the action
+        sent to the env, and what the env answered."""
+        if self.trace is not None:
+            step = {"observation": observation_row(obs, row), "action": np.array(action[row])}
+            self.trace.append(step | {"reward": reward, "done": done, "success": success})
+
+    def hand_over(self, record: EpisodeRecord) -> None:
+        """A recorded episode's steps go to the recorder with its record."""
+        recorder = step_recorder()
+        if self.trace is not None and recorder is not None:
+            recorder.hold(record.unit, self.trace)
+            self.trace = None
 
     def _finite(self, value: float, config: EnvConfig) -> float:
         """`value`, or a UserError for a NaN or infinite reward: the env is broken and its results would mean

@@ -35,6 +35,7 @@ from lerobot_hydra.rollout.episodes import Episode, Unit, capture_frames
 from lerobot_hydra.rollout.filming import Filming
 from lerobot_hydra.rollout.plan import episode_seed
 from lerobot_hydra.rollout.progress import Progress, TaskProgress
+from lerobot_hydra.rollout.recording import step_recorder
 from lerobot_hydra.rollout.recovery import Recovery, SimulatorFailed
 from lerobot_hydra.rollout.schedule import Schedule
 from lerobot_hydra.vector.faults import SubEnvFailed, WorkerLost, worker_faults
@@ -200,7 +201,8 @@ class _Segment:
             self.bars.started(unit.task)
             init_state = int(info[INIT_STATE_KEY][i])
             video = videos.start(unit.task, unit.index) if videos is not None and videos.wants(unit.index) else None
-            self.running[i] = Episode(unit, None if init_state < 0 else init_state, now, video)
+            trace = [] if step_recorder() is not None else None
+            self.running[i] = Episode(unit, None if init_state < 0 else init_state, now, video, trace=trace)
             self.texts[i] = unit.task.description
         self.starting = {}
         capture_frames(self.pool, self.running, only=set(starts))
@@ -213,18 +215,22 @@ class _Segment:
         capture_frames(self.pool, running, only=owed)
         filmed = {i for i, e in enumerate(running) if e is not None and e.video is not None}
         self.pool.prerender_after_steps(sorted(filmed))
-        vec = self.pool.vec
-        self.obs, reward, _, _, info = vec.step(_as_actions(action, n, vec.single_action_space.dtype))
+        vec, before = self.pool.vec, self.obs
+        sent = _as_actions(action, n, vec.single_action_space.dtype)
+        self.obs, reward, _, _, info = vec.step(sent)
         finished = {i for i, e in enumerate(running) if e is not None and info["done"][i]}
         capture_frames(self.pool, running, only=filmed & finished)
         starts: dict[int, Unit] = {}
         for i, episode in enumerate(running):
             if episode is None:
                 continue
-            episode.add_step(float(reward[i]), bool(info["is_success"][i]), self.pool.config)
+            success = bool(info["is_success"][i])
+            episode.add_step(float(reward[i]), success, self.pool.config)
+            episode.trace_step(before, sent, i, float(reward[i]), i in finished, success)
             if i in finished:
                 running[i] = None
                 record = episode.record()
+                episode.hand_over(record)
                 self.ctx.on_record(record)
                 self.bars.recorded(episode.task, record)
                 self._free(i, episode.task, starts)

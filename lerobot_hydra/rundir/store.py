@@ -19,6 +19,7 @@ import socket
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,8 @@ class RunStore:
         # Set by a dynamic shard (rundir/queue.py): whether the sweep's queue was drained, which is what complete
         # means for it (its own records are only its part of the plan).
         self.drained: bool | None = None
+        # Called with each record the store accepts (a rollout recorder writes the episode's steps then).
+        self.on_added: Callable[[EpisodeRecord], None] | None = None
         self.stopped: dict[tuple[str, int], int] = {}  # sequential stopping: task -> episodes it stopped after
         self._lock = DirLock(out_dir, "an evaluation").acquire()
         self._heartbeat_stop = threading.Event()
@@ -183,6 +186,8 @@ class RunStore:
             self._units.add(record.unit)
             append_jsonl(self.episodes_path, record)
             self.records.append(record)
+            if self.on_added is not None:
+                self.on_added(record)
 
     def sorted_records(self) -> list[EpisodeRecord]:
         return sort_records(self.records, self._task_order)

@@ -1,0 +1,51 @@
+"""What the runner needs of whatever records every step of the episodes (outputs/recording.py's `DatasetRecorder`
+provides it): each episode's steps, handed over when its record is, written once the run store accepts the record.
+
+The recorder in use is process-wide (`using_recorder`), like the worker-fault settings: the lanes' threads see it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+import numpy as np
+
+Step = dict[str, Any]  # one step: observation (flattened raw keys), action, reward, done, success
+
+
+class StepRecorder(Protocol):
+    """Thread-safe: parallel lanes hand their episodes to the same recorder."""
+
+    def hold(self, unit: tuple[str, int, int], steps: list[Step]) -> None:
+        """The steps of the episode `unit` (task group, task id, episode index), which has just ended; they are
+        written when its record is accepted, and replaced if the episode runs again."""
+        ...
+
+
+_recorders: list[StepRecorder | None] = [None]
+
+
+def step_recorder() -> StepRecorder | None:
+    return _recorders[-1]
+
+
+@contextmanager
+def using_recorder(recorder: StepRecorder | None) -> Iterator[None]:
+    """`recorder` receives every episode's steps of every rollout of this process while the block runs."""
+    _recorders.append(recorder)
+    try:
+        yield
+    finally:
+        _recorders.pop()
+
+
+def observation_row(obs: Any, row: int, prefix: str = "") -> dict[str, np.ndarray]:
+    """Row `row` of a batched raw observation, nested keys joined with '/' (as in `EnvConfig.features_map`)."""
+    if isinstance(obs, dict):
+        out: dict[str, np.ndarray] = {}
+        for key, value in obs.items():
+            out.update(observation_row(value, row, f"{prefix}{key}/"))
+        return out
+    return {prefix.rstrip("/") or "observation": np.array(obs[row])}
