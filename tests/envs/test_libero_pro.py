@@ -87,6 +87,26 @@ def test_a_sweep_over_a_standard_and_a_pro_suite_runs_each_from_its_package_and_
     assert (comparison["overall"]["n_baseline"], comparison["overall"]["n_candidate"]) == (2, 2)
 
 
+def test_a_sweep_on_a_pro_suite_compares_its_arms_paired_per_suite(tmp_path: Path) -> None:
+    """Two arms on the same LIBERO-PRO suite (same tasks, seeds and init states) pair episode for episode, in the
+    sweep summary and in lerobot-hydra-compare, with a row per task of the suite."""
+    sweep = tmp_path / "sweep"
+    run_eval(
+        *SMALL, *SIZE, "eval.batch_size=2", "env.task=libero_spatial_swap", "env.episode_length=2,3",
+        out_dir=sweep, multirun=True,
+    )  # fmt: skip
+    summary = json.loads((sweep / "sweep_summary.json").read_text())
+    (comparison,) = summary["comparisons"]
+    assert comparison["paired"], comparison.get("unpaired_reason")
+    runs = sorted((sweep / row["eval_info"]).parent for row in summary["combinations"])
+    proc = subprocess.run(
+        [sys.executable, "-m", "lerobot_hydra.merge.compare", "--paired", *map(str, runs)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "libero_spatial_swap" in proc.stdout and "paired" in proc.stdout.lower(), proc.stdout
+
+
 def test_paraphrased_and_new_task_suites_carry_the_instruction_of_their_bddl() -> None:
     """`_lan` and `_task` suites keep LIBERO's file names; their instruction is the BDDL's (in a process of its own,
     since it imports LIBERO-PRO's package)."""
