@@ -1,5 +1,5 @@
 """Rollout recording (eval.record): every step written as a LeRobotDataset with LeRobot's own writer, loaded back
-with LeRobot's loader and checked against the episode records; a local 2-shard sweep merged into one dataset."""
+with LeRobot's loader and checked against the episode records; a 2-shard SLURM sweep merged into one dataset."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from lerobot_hydra.core.errors import UserError
 from tests.conftest import read_json, run_eval, run_here
+from tests.sweeps.test_sharding import slurm  # noqa: F401  (the fixture that starts the cluster)
 
 # The MetaWorld expert with state observations: short episodes, some succeed and end early, some do not.
 WORKLOAD = (
@@ -72,14 +73,19 @@ def test_recording_an_observation_key_the_env_lacks_is_one_line(tmp_path: Path) 
         run_here(*overrides, "eval.record=all", "eval.record_images=gif", out_dir=tmp_path / "b")
 
 
-def test_a_local_two_shard_dynamic_sweep_merges_its_recordings_into_one_dataset(tmp_path: Path) -> None:
-    """Dynamic claims: each shard records the blocks it claimed (store.add after the lease check), one dataset."""
+@pytest.mark.slurm
+def test_a_two_shard_dynamic_slurm_sweep_merges_its_recordings_into_one_dataset(
+    tmp_path: Path,
+    slurm: None,  # noqa: F811
+) -> None:
+    """Dynamic claims on the local SLURM cluster: each shard job records the blocks it claimed (store.add after the
+    lease check); the merge joins them into one dataset."""
     run_eval(
         *WORKLOAD,
         "env.episode_length=20",
         "eval.shard_id=0,1",
         "eval.claims=dynamic",
-        "hydra/launcher=local_shards",
+        "hydra/launcher=submitit_slurm",
         out_dir=tmp_path,
         multirun=True,
     )
