@@ -39,9 +39,9 @@ def run(cfg: DictConfig) -> Results:
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     with JobFiles(out_dir, cfg, copy.deepcopy(HydraConfig.instance().cfg)) as job_files:
-        eval_cfg = schemas.validate(cfg)
         label = _job_label()
         limit = _sweep_round(label)
+        eval_cfg = schemas.validate(cfg, sweep_rounds=limit is not None)
         with stop_signals():
             return evaluate_config(cfg, eval_cfg, out_dir, label, on_locked=job_files.save, limit=limit)
 

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from typing import Any
 
 from lerobot_hydra.config.schema import EvalConfig, SequentialConfig
-from lerobot_hydra.results.sequential import Decision, one_policy, rounds
+from lerobot_hydra.results.sequential import Decision, one_policy_of, rounds
 from lerobot_hydra.results.table import task_label
 from lerobot_hydra.rollout.runner import TaskWork
 from lerobot_hydra.rollout.stopping import RunInterrupted
@@ -24,12 +24,6 @@ from lerobot_hydra.rundir.store import RunStore
 log = logging.getLogger("lerobot_hydra")
 
 TaskKey = tuple[str, int]
-
-
-def decide(seq: SequentialConfig, outcomes: list[bool]) -> Decision:
-    precision = seq.precision / 100 if seq.precision is not None else None
-    threshold = seq.threshold / 100 if seq.threshold is not None else None
-    return one_policy(outcomes, seq.alpha, precision, threshold)
 
 
 def run_rounds(
@@ -57,7 +51,7 @@ def run_rounds(
                 return interrupted, _summary(seq, eval_cfg.n_episodes, stopped, names, end)
         for w in work:
             outcomes = _outcomes(store, w.task.key, end)
-            decision = decide(seq, outcomes)
+            decision = one_policy_of(seq, outcomes)
             if decision.stop or end == eval_cfg.n_episodes:
                 if not decision.stop:
                     decision = Decision(True, "undecided", f"the maximum of {end} episodes: {decision.why}")

@@ -165,8 +165,9 @@ def _first_line(err: Exception) -> str:
     return str(err).strip().splitlines()[0]
 
 
-def validate(cfg: DictConfig) -> EvalConfig:
-    """Reject every bad value before any simulator, policy or file is created. Returns the typed eval config."""
+def validate(cfg: DictConfig, sweep_rounds: bool = False) -> EvalConfig:
+    """Reject every bad value before any simulator, policy or file is created. Returns the typed eval config.
+    `sweep_rounds`: a job of hydra/sweeper=sequential, whose sweep decides each round on every shard's episodes."""
     for name in cfg.eval.keys():
         if name not in {f.name for f in dataclasses.fields(EvalConfig)}:
             valid = [f.name for f in dataclasses.fields(EvalConfig)]
@@ -208,7 +209,7 @@ def validate(cfg: DictConfig) -> EvalConfig:
     if not isinstance(cfg.device, str) or not _valid_device(cfg.device):
         raise UserError(f"device must be auto, cpu, cuda, cuda:<index> or mps, got '{cfg.device}'")
     check_seeds(cfg.seed, ev.n_episodes)
-    check_sequential(ev.sequential, ev.num_shards)
+    check_sequential(ev.sequential, None if sweep_rounds else ev.num_shards)
     validate_policy_and_env(cfg)
     return ev
 

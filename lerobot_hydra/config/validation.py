@@ -114,6 +114,6 @@ def check_sequential(seq: Any, num_shards: int | None) -> None:
         raise UserError(f"eval.sequential.threshold={seq.threshold}%: give a success rate strictly between 0 and 100")
     if num_shards is not None and num_shards > 1:
         raise UserError(
-            "eval.sequential.stop with eval.num_shards > 1 is not supported yet (a round's decision needs every "
-            "shard's episodes); run the sequential evaluation unsharded"
+            "eval.sequential.stop with eval.num_shards > 1 needs hydra/sweeper=sequential (its rounds decide on "
+            "every shard's episodes): python eval.py -m eval.shard_id=0,1 hydra/sweeper=sequential ..."
         )

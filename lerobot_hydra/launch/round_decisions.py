@@ -55,7 +55,7 @@ class Rounds:
 
     def decide(self, sweep_dir: Path, end: int) -> list[str]:
         """Judges every undecided task of every pair on the episodes before `end`; returns a line per new stop."""
-        outcomes = _outcomes(sweep_dir, self.labels, self.names)
+        outcomes = sweep_outcomes(sweep_dir, self.labels, self.names)
         self.tasks = {label: list(by_task) for label, by_task in outcomes.items()}
         said = []
         for cand, base in self.pairs.items():
@@ -137,7 +137,7 @@ def pair_combinations(labels: Sequence[str], baseline: str) -> dict[str, str]:
     return pairs
 
 
-def _outcomes(
+def sweep_outcomes(
     sweep_dir: Path, labels: set[str], names: dict[TaskKey, str]
 ) -> dict[str, dict[TaskKey, dict[int, bool]]]:
     """label -> task -> episode index -> success, from every shard file of the sweep; fills in the task names."""

@@ -1,4 +1,5 @@
-"""`hydra/sweeper=sequential`: a paired sequential comparison driven by the sweep itself, with any launcher.
+"""`hydra/sweeper=sequential`: a paired sequential comparison, or one policy's sequential stopping
+(eval.sequential.stop, no hydra.sweeper.baseline) over shards, driven by the sweep itself, with any launcher.
 
     python eval.py -m policy=random,metaworld_expert "env.task=[reach-v3,push-v3]" eval.n_episodes=60 \\
         eval.sequential.round=10 hydra/sweeper=sequential hydra.sweeper.baseline=random \\
@@ -8,8 +9,9 @@ The sweep's jobs (the cartesian product of its overrides, as Hydra's basic sweep
 round. Before a round the sweeper writes `sequential_state.json` into the sweep dir (merge/rounds.py: the round's
 end, the tasks stopped so far); each job runs only its tasks' episodes before that end, none past a stop
 (app/main.py). After the round it reads the shard files and judges each candidate combination against its baseline
-combination, task by task (round_decisions.py); a combination whose every task stopped is not launched again. The
-merge (callbacks.MergeShards, when the sweep ends) publishes each combination with the stopping summary.
+combination, task by task (round_decisions.py), or without a baseline each combination's tasks on the episodes of
+all its shards as one process would (one_policy_rounds.py); a combination whose every task stopped is not launched
+again. The merge (callbacks.MergeShards, when the sweep ends) publishes each combination with the stopping summary.
 
 Hydra's BasicSweeper lives in hydra._internal, so this is a `hydra.plugins.sweeper.Sweeper` of its own; the class
 Hydra instantiates is hydra_plugins/lerobot_hydra_launchers/launchers.py:SequentialSweeper.
@@ -29,8 +31,10 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
+from lerobot_hydra.config.schema import SequentialConfig
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.labels import combination_label
+from lerobot_hydra.launch.one_policy_rounds import OnePolicyRounds
 from lerobot_hydra.launch.round_decisions import Rounds, Settings, pair_combinations
 from lerobot_hydra.launch.shards import shard_sweep_total, with_num_shards
 from lerobot_hydra.merge.rounds import write_state
@@ -58,15 +62,16 @@ class SequentialSweep(Sweeper):
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         baseline, detect, discordance, alpha, beta = self.given
-        if not baseline or detect is None or discordance is None:
-            raise UserError(
-                "hydra/sweeper=sequential needs hydra.sweeper.baseline (e.g. random, of policy=random,...), "
-                "hydra.sweeper.detect and hydra.sweeper.discordance (points; lerobot-hydra-plan helps)"
-            )
-        if not (0 < detect <= 100 and 0 < discordance <= 100 and 0 < alpha < 1 and 0 < beta < 1):
-            raise UserError("hydra.sweeper: give 0 < detect, discordance <= 100 (points) and 0 < alpha, beta < 1")
-        self.baseline = str(baseline)
-        self.settings = Settings(float(alpha), float(beta), float(detect) / 100, float(discordance) / 100)
+        if baseline or detect is not None or discordance is not None:  # else one policy (checked in sweep)
+            if not baseline or detect is None or discordance is None:
+                raise UserError(
+                    "hydra/sweeper=sequential needs hydra.sweeper.baseline (e.g. random, of policy=random,...), "
+                    "hydra.sweeper.detect and hydra.sweeper.discordance (points; lerobot-hydra-plan helps)"
+                )
+            if not (0 < detect <= 100 and 0 < discordance <= 100 and 0 < alpha < 1 and 0 < beta < 1):
+                raise UserError("hydra.sweeper: give 0 < detect, discordance <= 100 (points) and 0 < alpha, beta < 1")
+            self.baseline = str(baseline)
+            self.settings = Settings(float(alpha), float(beta), float(detect) / 100, float(discordance) / 100)
         self.config, self.hydra_context = config, hydra_context
         self.launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=task_function, config=config
@@ -79,8 +84,12 @@ class SequentialSweep(Sweeper):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         labels = [combination_label(job) for job in jobs]
-        n_max, round_size = self._sizes(jobs)
-        state = Rounds(self.settings, self.baseline, n_max, pair_combinations(sorted(set(labels)), self.baseline))
+        n_max, round_size, one = self._sizes(jobs, labels)
+        state: Rounds | OnePolicyRounds
+        if self.baseline:
+            state = Rounds(self.settings, self.baseline, n_max, pair_combinations(sorted(set(labels)), self.baseline))
+        else:
+            state = OnePolicyRounds(one, n_max)
         ends = rounds(n_max, round_size)
         returns: list[Sequence[JobReturn]] = []
         published: set[str] = set()  # combinations launched once more after their last stop: their files say so
@@ -102,34 +111,43 @@ class SequentialSweep(Sweeper):
                 log.info("sequential sweep: %s", line)
         raise AssertionError("unreachable")
 
-    def _write(self, sweep_dir: Path, end: int, state: Rounds) -> None:
+    def _write(self, sweep_dir: Path, end: int, state: Rounds | OnePolicyRounds) -> None:
         stops = {label: {k: n for k, (n, _) in state.stops.get(label, {}).items()} for label in state.labels}
         summaries = {label: state.summary(label) for label in state.labels}
         write_state(sweep_dir, end, state.n_max, self.baseline, stops, summaries)
 
-    def _sizes(self, jobs: list[list[str]]) -> tuple[int, int]:
-        """(eval.n_episodes, eval.sequential.round), which every combination must share."""
+    def _sizes(self, jobs: list[list[str]], labels: list[str]) -> tuple[int, int, dict[str, SequentialConfig]]:
+        """(eval.n_episodes, eval.sequential.round), which every combination must share, and each one's
+        eval.sequential (one-policy stopping: without hydra.sweeper.baseline)."""
         from lerobot_hydra.config.schema import validate
 
         assert self.config is not None and self.hydra_context is not None
-        seen = set()
-        for job in with_num_shards(jobs, shard_sweep_total(list(self.config.hydra.overrides.task))):
+        seen, one = set(), {}
+        for job, label in zip(
+            with_num_shards(jobs, shard_sweep_total(list(self.config.hydra.overrides.task))), labels, strict=True
+        ):
             cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(job))
-            ev = validate(cfg)
-            if ev.sequential.stop is not None:
+            ev = validate(cfg, sweep_rounds=True)
+            if self.baseline and ev.sequential.stop is not None:
                 raise UserError(
                     "eval.sequential.stop stops one policy's tasks on their own; leave it out with "
-                    "hydra/sweeper=sequential, where the paired test decides (eval.sequential.round sets the round)"
+                    "hydra.sweeper.baseline, where the paired test decides (eval.sequential.round sets the round)"
+                )
+            if not self.baseline and ev.sequential.stop is None:
+                raise UserError(
+                    "hydra/sweeper=sequential needs hydra.sweeper.baseline, hydra.sweeper.detect and "
+                    "hydra.sweeper.discordance (two policies; lerobot-hydra-plan helps) or eval.sequential.stop (one)"
                 )
             if ev.claims == "dynamic":
                 raise UserError("hydra/sweeper=sequential needs fixed shards; leave out eval.claims=dynamic")
             seen.add((ev.n_episodes, ev.sequential.round))
+            one[label] = ev.sequential
         if len(seen) != 1:
             raise UserError(
                 "the combinations of a sequential sweep must share eval.n_episodes and "
                 "eval.sequential.round; set them once, outside the swept values"
             )
-        return seen.pop()
+        return (*seen.pop(), one)
 
 
 def expand(arguments: Sequence[str]) -> list[list[str]]:

@@ -75,4 +75,4 @@ def final_summary(sweep_dir: Path, label: str) -> dict[str, Any] | None:
 
 def sweep_baseline(sweep_dir: Path) -> str | None:
     state = read_state(sweep_dir)
-    return str(state["baseline"]) if state else None
+    return str(state["baseline"]) if state and state["baseline"] else None  # "": one-policy stopping

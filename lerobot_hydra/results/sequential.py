@@ -26,6 +26,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lerobot_hydra.config.schema import SequentialConfig
 
 PRIOR = 0.5  # the mixture's Beta(1/2, 1/2)
 CONTINUE = "continue"
@@ -73,6 +77,13 @@ def one_policy(outcomes: Sequence[bool], alpha: float, precision: float | None, 
     if precision is not None and (high - low) / 2 <= precision:
         return Decision(True, "precise", f"{interval}: known to +-{100 * precision:g} points")
     return Decision(False, CONTINUE, interval)
+
+
+def one_policy_of(seq: SequentialConfig, outcomes: Sequence[bool]) -> Decision:
+    """one_policy with eval.sequential's settings (points)."""
+    precision = seq.precision / 100 if seq.precision is not None else None
+    threshold = seq.threshold / 100 if seq.threshold is not None else None
+    return one_policy(outcomes, seq.alpha, precision, threshold)
 
 
 def paired(

@@ -106,7 +106,7 @@ def test_a_paired_decision_reads_only_the_episodes_before_the_round_end(end: int
         (["eval.sequential.stop=precision", "eval.sequential.precision=5", "eval.sequential.round=0"], "round must"),
         (
             ["eval.sequential.stop=precision", "eval.sequential.precision=5", "eval.num_shards=2"],
-            "not supported yet .* run the sequential evaluation unsharded$",
+            "needs hydra/sweeper=sequential .* hydra/sweeper=sequential ...$",
         ),
     ],
 )

@@ -147,3 +147,45 @@ def test_a_sequential_sweep_without_its_settings_is_one_line(tmp_path: Path) -> 
     assert proc.returncode != 0
     assert "hydra/sweeper=sequential needs hydra.sweeper.baseline" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# The random policy fails reach-v3 and push-v3: "below 50%" is decided after 8 episodes (rounds of 4) of each task.
+# Over 3 shards push-v3's episodes 0..7 lie in shards 1 and 2, so the sweep's decision reads both.
+BELOW = (
+    "policy=random",
+    "env.task=[reach-v3,push-v3]",
+    "env.obs_type=state",
+    "env.episode_length=30",
+    "eval.n_episodes=12",
+    "eval.sequential.stop=threshold",
+    "eval.sequential.threshold=50",
+    "eval.sequential.round=4",
+    "eval.batch_size=1",
+    "eval.use_async_envs=false",
+)
+
+
+@pytest.mark.slow
+def test_one_policy_stopping_over_shards_matches_the_single_process_run(tmp_path: Path) -> None:
+    single, sweep = tmp_path / "single", tmp_path / "sweep"
+    run_eval(*BELOW, out_dir=single)
+    run_eval(*BELOW, "eval.shard_id=0,1,2", "hydra/sweeper=sequential", out_dir=sweep, multirun=True)
+    alone, merged = read_json(single / "eval_info.json"), read_json(sweep / "eval_info.json")
+    assert {t: (s["outcome"], s["n_episodes"]) for t, s in alone["sequential"]["per_task"].items()} == {
+        "reach-v3": ("below", 8),
+        "push-v3": ("below", 8),
+    }
+    assert merged["sequential"] == alone["sequential"]
+    assert merged["overall"]["n_episodes"] == 16
+    assert alone["sequential"]["per_task"]["push-v3"]["why"] in (sweep / "report.html").read_text()
+    assert merged_episodes(sweep, ".") == sorted(
+        (e["task_name"], e["episode_index"], e["seed"], e["success"], e["sum_reward"]) for e in alone["episodes"]
+    )
+    (combo,) = read_json(sweep / "sequential_state.json")["combinations"].values()
+    assert [s["n_episodes"] for s in combo["stops"]] == [8, 8]
+
+
+def test_one_policy_stopping_with_shards_but_no_sequential_sweep_names_it(tmp_path: Path) -> None:
+    proc = run_eval(*BELOW, "eval.num_shards=2", out_dir=tmp_path, check=False)
+    assert proc.returncode != 0
+    assert "eval.num_shards > 1 needs hydra/sweeper=sequential" in proc.stderr.strip().splitlines()[-1]
