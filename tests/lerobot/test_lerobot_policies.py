@@ -5,6 +5,7 @@ eval.py (and once through the installed lerobot-eval, which must agree episode b
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -23,6 +24,7 @@ from tests.helpers.lerobot_checkpoints import PUSHT_ACTION, PUSHT_PIXELS, tiny_a
 from tests.helpers.lerobot_cli import run_lerobot_eval
 
 pytest.importorskip("lerobot")
+LEROBOT_06 = tuple(int(p) for p in importlib.metadata.version("lerobot").split(".")[:2]) >= (0, 6)
 pytestmark = [pytest.mark.lerobot, pytest.mark.usefixtures("one_torch_thread")]
 
 TASKS = ["reach-v3", "push-v3", "drawer-open-v3"]
@@ -139,23 +141,24 @@ def test_act_on_pusht_matches_lerobot_eval_episode_by_episode(checkpoints: dict[
         output_dir=theirs,
         env=ONE_THREAD,
     )
-    # The same through the LeRobot env adapter: LeRobot's pusht type in our worker processes.
-    adapter = tmp_path / "adapter"
-    run_here(
-        "env=lerobot",
-        "env.type=pusht",
-        f"env.episode_length={steps}",
-        "policy=act",
-        f"policy.path={checkpoint}",
-        *common,
-        out_dir=adapter,
-        env=ONE_THREAD,
-    )
     records = sorted(read_episodes(ours), key=lambda r: r["episode_index"])
     assert_every_episode_recorded(ours, ["PushT-v0"], episodes, steps)
-    assert_every_episode_recorded(adapter, ["PushT-v0"], episodes, steps)
     assert [r["sum_reward"] for r in records] == pytest.approx(their_rewards, rel=1e-9, abs=1e-9)
-    assert outcomes(adapter) == outcomes(ours)
+    if LEROBOT_06:  # env=lerobot needs LeRobot 0.6 (on 0.4.4 it is refused in one line)
+        # The same through the LeRobot env adapter: LeRobot's pusht type in our worker processes.
+        adapter = tmp_path / "adapter"
+        run_here(
+            "env=lerobot",
+            "env.type=pusht",
+            f"env.episode_length={steps}",
+            "policy=act",
+            f"policy.path={checkpoint}",
+            *common,
+            out_dir=adapter,
+            env=ONE_THREAD,
+        )
+        assert_every_episode_recorded(adapter, ["PushT-v0"], episodes, steps)
+        assert outcomes(adapter) == outcomes(ours)
     # The actions mattered: in some episode the agent moved the block (its reward was not constant).
     assert any(r["sum_reward"] < r["max_reward"] * r["steps"] - 1e-6 for r in records)
 
