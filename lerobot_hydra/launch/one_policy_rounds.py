@@ -10,7 +10,7 @@ from typing import Any
 
 from lerobot_hydra.config.schema import SequentialConfig
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.launch.round_decisions import TaskKey, sweep_outcomes
+from lerobot_hydra.launch.round_decisions import TaskKey, all_stopped, sweep_outcomes
 from lerobot_hydra.results.sequential import Decision, one_policy_of
 
 
@@ -30,8 +30,7 @@ class OnePolicyRounds:
 
     def finished(self, label: str) -> bool:
         """Whether every task of `label` stopped (so its jobs have nothing left to run)."""
-        tasks = self.tasks.get(label)
-        return bool(tasks) and all(k in self.stops.get(label, {}) for k in tasks)
+        return all_stopped(self.tasks, self.stops, label)
 
     def decide(self, sweep_dir: Path, end: int) -> list[str]:
         """Judges every undecided task of every combination on its episodes before `end`; a line per new stop."""

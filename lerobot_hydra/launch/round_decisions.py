@@ -50,8 +50,7 @@ class Rounds:
 
     def finished(self, label: str) -> bool:
         """Whether every task of `label` stopped (so its jobs have nothing left to run)."""
-        tasks = self.tasks.get(label)
-        return bool(tasks) and all(k in self.stops.get(label, {}) for k in tasks)
+        return all_stopped(self.tasks, self.stops, label)
 
     def decide(self, sweep_dir: Path, end: int) -> list[str]:
         """Judges every undecided task of every pair on the episodes before `end`; returns a line per new stop."""
@@ -135,6 +134,12 @@ def pair_combinations(labels: Sequence[str], baseline: str) -> dict[str, str]:
             )
         pairs[label] = match[0]
     return pairs
+
+
+def all_stopped(tasks: dict[str, list[TaskKey]], stops: dict[str, dict[TaskKey, Any]], label: str) -> bool:
+    """Whether `label`'s shards ran and every one of its tasks has a stop."""
+    mine = tasks.get(label)
+    return bool(mine) and all(k in stops.get(label, {}) for k in mine)
 
 
 def sweep_outcomes(
