@@ -144,10 +144,11 @@ class EnvConfig:
         provenance; the merge refuses shards whose versions of them differ."""
         return []
 
-    def for_policy(self, policy_config: Any) -> EnvConfig:
-        """This env as it hands observations to a policy whose LeRobot config is `policy_config` (None for a policy
-        that is not a LeRobot checkpoint): itself, or a copy whose processors differ (lerobot-eval gives some
-        families their own env processors), or a UserError when this env cannot run the policy as intended."""
+    def for_policy(self, policy: Any) -> EnvConfig:
+        """This env as it hands observations to `policy` (the run's PolicyConfig): itself, or a copy whose
+        processors differ (lerobot-eval gives some families their own env processors), or a UserError when this
+        env cannot run the policy as intended. Runs before the workers start: ask `policy.family()` (a JSON read)
+        and call `policy.lerobot_config()` (which imports LeRobot, seconds) only if the whole config is needed."""
         return self
 
     def policy_action_space(self, task: TaskSpec) -> Any:

@@ -177,8 +177,8 @@ class LiberoEnvConfig(EnvConfig):
     def build(self, task: TaskSpec, render: bool) -> LiberoTaskEnv:
         return LiberoTaskEnv(self, task)
 
-    def for_policy(self, policy_config: Any) -> LiberoEnvConfig:
-        if getattr(policy_config, "type", None) == "xvla":
+    def for_policy(self, policy: Any) -> LiberoEnvConfig:
+        if policy.family() == "xvla":
             # lerobot-eval gives xvla LeRobot's XVLA LIBERO processors: a 20-D state with a 6D rotation of the
             # controller's orientation matrix, and a 6D-rotation-to-axis-angle action step.
             raise UserError(

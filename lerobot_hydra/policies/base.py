@@ -73,9 +73,15 @@ class PolicyConfig:
         may read any. Known before any simulator starts, so that the env computes only these."""
         return None
 
+    def family(self) -> str | None:
+        """The LeRobot policy type of this policy's checkpoint (config.json's `type`), read without importing
+        LeRobot; None for a policy that is not a LeRobot checkpoint."""
+        return None
+
     def lerobot_config(self) -> Any:
         """The LeRobot policy config (config.json as LeRobot's class) that envs adapt their processors to, as
-        lerobot-eval does (`EnvConfig.for_policy`); None for a policy that is not a LeRobot checkpoint."""
+        lerobot-eval does (`EnvConfig.for_policy`); None for a policy that is not a LeRobot checkpoint. It imports
+        LeRobot (seconds), so envs that only need the family ask `family()`."""
         return None
 
     def build(self, env: EnvConfig, device: str) -> Policy:

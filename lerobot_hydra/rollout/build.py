@@ -46,7 +46,7 @@ def build_run(
     policy = instantiate_node(cfg.policy) if policy is None else policy
     if not isinstance(policy, PolicyConfig):
         raise UserError(f"policy._target_ must name a PolicyConfig subclass, got {type(policy).__name__}")
-    env = env.for_policy(policy.lerobot_config())  # the env processors lerobot-eval gives this policy
+    env = env.for_policy(policy)  # the env processors lerobot-eval gives this policy
     tasks = unique_tasks(env.tasks())
     require_tasks(tasks)
     run_env = env.observing(policy.reads(env))

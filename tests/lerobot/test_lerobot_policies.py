@@ -74,6 +74,25 @@ def test_policy_yamls_compose_to_the_loader_with_the_top_level_device(compose: C
     assert policy.device == "cpu" and "/" in policy.path
 
 
+def test_a_run_is_planned_without_importing_lerobots_policy_modules(checkpoints: dict[str, Path]) -> None:
+    # Importing LeRobot's policy modules takes seconds; the env workers start only after the run is planned
+    # (`build_run`) and build their first simulators while the policy loads, so planning must not import them
+    # (speed/libero_bare_loop.py). The second line shows the check would see them.
+    code = (
+        "import sys\n"
+        "from lerobot_hydra.app.autotune import compose\n"
+        "from lerobot_hydra.rollout.build import build_run\n"
+        f"parts = build_run(compose(['env=pusht', 'policy=act', 'policy.path={checkpoints['act_pusht']}']))\n"
+        "loaded = lambda: sorted(m for m in sys.modules if m.startswith('lerobot.policies'))\n"
+        "print(parts.policy.family(), len(loaded()))\n"
+        "parts.policy.lerobot_config()\n"
+        "print(len(loaded()) > 0)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-3:] == ["act", "0", "True"]
+
+
 def test_smolvla_with_the_hub_unreachable_fails_with_one_line(tmp_path: Path) -> None:
     # A subprocess: huggingface_hub reads HF_HUB_OFFLINE and HF_HOME when it is imported.
     proc = run_eval(

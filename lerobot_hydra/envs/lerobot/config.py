@@ -96,11 +96,12 @@ class LeRobotEnvConfig(EnvConfig):
 
         return LeRobotTaskEnv(self.type, self.settings, self.trust_remote_code, task)
 
-    def for_policy(self, policy_config: Any) -> LeRobotEnvConfig:
+    def for_policy(self, policy: Any) -> LeRobotEnvConfig:
         """A copy that builds the env processors lerobot-eval gives this policy (`make_env_pre_post_processors`:
         the type's own, or for an XVLA policy LeRobot's XVLA LIBERO processors, whatever the type)."""
         from lerobot_hydra.processors.lerobot_env import check_xvla_env
 
+        policy_config = policy.lerobot_config()  # make_env_pre_post_processors needs the whole config
         if getattr(policy_config, "type", None) == "xvla":
             check_xvla_env(self.type, policy_config)
         adapted = copy.copy(self)

@@ -92,6 +92,12 @@ class LeRobotPolicyConfig(PolicyConfig):
         source_of = {rename.get(key, key): key for key in env_observation_features(env)}
         return {source_of[key] for key in inputs if key in source_of}
 
+    def family(self) -> str | None:
+        if not self.path or importlib.util.find_spec("lerobot") is None:
+            return None  # `build` reports why
+        kind = read_json(self.checkpoint.directory / "config.json").get("type")
+        return kind if isinstance(kind, str) else None
+
     def lerobot_config(self) -> Any:
         if not self.path or importlib.util.find_spec("lerobot") is None:
             return None  # `build` reports why
