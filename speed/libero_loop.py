@@ -166,7 +166,8 @@ def main() -> None:
     from lerobot_hydra.envs.libero_setup import prepare_libero
 
     prepare_libero()
-    import libero.libero.envs  # noqa: F401  (imported once, before the fork, as a preload)
+    import libero.libero.benchmark  # noqa: F401  (imported once, before the fork: it imports torch)
+    import libero.libero.envs  # noqa: F401
 
     render_threads = max(1, len(os.sched_getaffinity(0)) // args.episodes)
     context = mp.get_context("fork")

@@ -204,9 +204,9 @@ class LiberoEnvConfig(EnvConfig):
         from lerobot_hydra.envs.libero_setup import prepare_libero
 
         # The forkserver imports the preloaded modules with the environment (and sys.path) it starts with: set up
-        # LIBERO first.
+        # LIBERO first. LIBERO's benchmark module (the suites' tasks) imports torch: once here, not in every worker.
         prepare_libero(self.pro)
-        return ["lerobot_hydra.envs.libero_setup", "libero.libero.envs"]
+        return ["lerobot_hydra.envs.libero_setup", "libero.libero.envs", "libero.libero.benchmark"]
 
 
 def load_suite(name: str) -> Any:
