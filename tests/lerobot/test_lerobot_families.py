@@ -23,6 +23,7 @@ from tests.helpers.lerobot_checkpoints import (
 )
 from tests.helpers.tiny_eo1 import tiny_eo1_config
 from tests.helpers.tiny_evo1 import tiny_evo1_config
+from tests.helpers.tiny_groot import tiny_groot_config
 from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06
 from tests.helpers.tiny_vla_jepa import tiny_vla_jepa_config
 from tests.helpers.tiny_xvla import tiny_xvla_config
@@ -43,9 +44,10 @@ FAMILIES: dict[str, tuple[Any, Any, list[str], dict[str, Any] | Callable[[Path],
     "eo1": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_eo1_config),
     "evo1": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_evo1_config),
     "vla_jepa": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], lambda root: tiny_vla_jepa_config(root, 2)),
+    "groot": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_groot_config),
 }
 # Families whose noise has no per-row hook (noise.py): they run one row at a time (one_row.py).
-ONE_ROW = {"vqbet", "gaussian_actor", "multi_task_dit", "xvla", "tdmpc", "evo1", "vla_jepa"}
+ONE_ROW = {"vqbet", "gaussian_actor", "multi_task_dit", "xvla", "tdmpc", "evo1", "vla_jepa", "groot"}
 
 
 @pytest.mark.parametrize("kind", sorted(FAMILIES))
