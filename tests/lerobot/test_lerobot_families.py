@@ -93,21 +93,27 @@ def test_families_without_a_published_checkpoint_ask_for_one(compose: Callable, 
         build(compose, f"policy={name}", "env.task=reach-v3")
 
 
-def test_multi_task_dit_evaluates_end_to_end_offline(tmp_path: Path) -> None:
-    """LeRobot 0.6's multi_task_dit (CLIP vision and text encoders, a DiT denoiser) from a tiny local build: the
-    whole eval path on PushT, its task string tokenized by the checkpoint's own CLIP tokenizer."""
+# Families run end to end on PushT from their tiny build (each loads through its own YAML when it has one).
+END_TO_END = {"multi_task_dit": "policy=multi_task_dit", "groot": "policy=groot"}
+
+
+@pytest.mark.parametrize("kind", sorted(END_TO_END))
+def test_a_tiny_family_evaluates_end_to_end_offline(tmp_path: Path, kind: str) -> None:
+    """LeRobot 0.6's multi_task_dit (CLIP vision and text encoders, a DiT denoiser) and GR00T N1.7 (a Qwen3-VL
+    backbone, a DiT flow-matching head) from tiny local builds: the whole eval path on PushT, the task string
+    tokenized by the checkpoint's own tokenizer."""
     import lerobot.policies  # noqa: F401  registers the families
     from lerobot.configs.policies import PreTrainedConfig
 
-    if "multi_task_dit" not in PreTrainedConfig.get_known_choices():
-        pytest.skip("multi_task_dit is a LeRobot 0.6 family; this LeRobot line has none")
-    config = tiny_multi_task_dit_config(tmp_path)
-    directory = save_checkpoint(tmp_path / "multi_task_dit", "multi_task_dit", PUSHT_PIXELS, PUSHT_ACTION, **config)
+    if kind not in PreTrainedConfig.get_known_choices():
+        pytest.skip(f"{kind} is a LeRobot 0.6 family; this LeRobot line has none")
+    features, action, _, config = FAMILIES[kind]
+    directory = save_checkpoint(tmp_path / kind, kind, features, action, **config(tmp_path))
     steps, episodes = 6, 2
     evaluate_here(
         tmp_path / "run",
         "env=pusht",
-        "policy=multi_task_dit",
+        END_TO_END[kind],
         f"policy.path={directory}",
         f"env.episode_length={steps}",
         f"eval.n_episodes={episodes}",
