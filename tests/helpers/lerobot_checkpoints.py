@@ -77,7 +77,8 @@ def _stats(features: Features, action: Action) -> dict[str, dict[str, Any]]:
         }
     dim, mean, std = action
     mean_, std_ = (torch.zeros(dim) + torch.as_tensor(value, dtype=torch.float32) for value in (mean, std))
-    stats["action"] = {"mean": mean_, "std": std_, "min": mean_ - std_, "max": mean_ + std_}
+    low, high = mean_ - std_, mean_ + std_
+    stats["action"] = {"mean": mean_, "std": std_, "min": low, "max": high, "q01": low, "q99": high}
     return stats
 
 

@@ -24,6 +24,7 @@ from tests.helpers.lerobot_checkpoints import (
 from tests.helpers.tiny_eo1 import tiny_eo1_config
 from tests.helpers.tiny_evo1 import tiny_evo1_config
 from tests.helpers.tiny_groot import tiny_groot_config
+from tests.helpers.tiny_lingbot_va import tiny_lingbot_va_config
 from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06
 from tests.helpers.tiny_vla_jepa import tiny_vla_jepa_config
 from tests.helpers.tiny_xvla import tiny_xvla_config
@@ -45,9 +46,10 @@ FAMILIES: dict[str, tuple[Any, Any, list[str], dict[str, Any] | Callable[[Path],
     "evo1": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_evo1_config),
     "vla_jepa": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], lambda root: tiny_vla_jepa_config(root, 2)),
     "groot": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_groot_config),
+    "lingbot_va": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_lingbot_va_config),
 }
 # Families whose noise has no per-row hook (noise.py): they run one row at a time (one_row.py).
-ONE_ROW = {"vqbet", "gaussian_actor", "multi_task_dit", "xvla", "tdmpc", "evo1", "vla_jepa", "groot"}
+ONE_ROW = {"vqbet", "gaussian_actor", "multi_task_dit", "xvla", "tdmpc", "evo1", "vla_jepa", "groot", "lingbot_va"}
 
 
 @pytest.mark.parametrize("kind", sorted(FAMILIES))
@@ -94,14 +96,15 @@ def test_families_without_a_published_checkpoint_ask_for_one(compose: Callable, 
 
 
 # Families run end to end on PushT from their tiny build (each loads through its own YAML when it has one).
-END_TO_END = {"multi_task_dit": "policy=multi_task_dit", "groot": "policy=groot"}
+END_TO_END = {"multi_task_dit": "policy=multi_task_dit", "groot": "policy=groot", "lingbot_va": "policy=act"}
 
 
 @pytest.mark.parametrize("kind", sorted(END_TO_END))
 def test_a_tiny_family_evaluates_end_to_end_offline(tmp_path: Path, kind: str) -> None:
-    """LeRobot 0.6's multi_task_dit (CLIP vision and text encoders, a DiT denoiser) and GR00T N1.7 (a Qwen3-VL
-    backbone, a DiT flow-matching head) from tiny local builds: the whole eval path on PushT, the task string
-    tokenized by the checkpoint's own tokenizer."""
+    """LeRobot 0.6's multi_task_dit (CLIP vision and text encoders, a DiT denoiser), GR00T N1.7 (a Qwen3-VL
+    backbone, a DiT flow-matching head) and LingBot-VA (a Wan VAE, a UMT5 text encoder, an autoregressive video-action
+    transformer whose second chunk feeds the observed frames back) from tiny local builds: the whole eval path on
+    PushT, the task string tokenized by the checkpoint's own tokenizer."""
     import lerobot.policies  # noqa: F401  registers the families
     from lerobot.configs.policies import PreTrainedConfig
 

@@ -26,6 +26,7 @@ from tests.helpers.lerobot_checkpoints import (
 from tests.helpers.tiny_eo1 import tiny_eo1_config
 from tests.helpers.tiny_evo1 import tiny_evo1_config
 from tests.helpers.tiny_groot import tiny_groot
+from tests.helpers.tiny_lingbot_va import tiny_lingbot_va_config
 from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06, tiny_gemma, tiny_pi
 from tests.helpers.tiny_vla_jepa import tiny_vla_jepa_config
 from tests.helpers.tiny_xvla import tiny_xvla
@@ -64,6 +65,10 @@ def policies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, lis
                 policies[kind] = ["policy=act", f"policy.path={path}", *PIXELS]
             groot = tiny_groot(root / "groot", METAWORLD_PIXELS, METAWORLD_ACTION)  # noise drawn inline: one row
             policies["groot"] = ["policy=groot", f"policy.path={groot}", *PIXELS]
+            lingbot = tiny_lingbot_va_config(root, "observation.image", METAWORLD_ACTION[0])
+            lingbot = save_checkpoint(root / "lingbot_va", "lingbot_va", METAWORLD_PIXELS, METAWORLD_ACTION, **lingbot)
+            # Chunks of 4 actions, then 8 (n_action_steps is not a setting): its second chunk feeds frames back.
+            policies["lingbot_va"] = ["policy=act", f"policy.path={lingbot}", *PIXELS[:3], "env.episode_length=6"]
             for kind in ("pi0", "pi05"):
                 path = tiny_pi(root / kind, kind, METAWORLD_PIXELS, METAWORLD_ACTION)
                 policies[kind] = [f"policy={kind}", f"policy.path={path}", *PIXELS]
@@ -80,7 +85,7 @@ def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
 
 
 # Built offline on a tiny backbone each; a MetaWorld frame costs ~0.25 s on CPU, so each takes a minute or two.
-SLOW_FAMILIES = ("smolvla", "pi0", "pi05", "xvla", "eo1", "evo1", "vla_jepa", "groot")
+SLOW_FAMILIES = ("smolvla", "pi0", "pi05", "xvla", "eo1", "evo1", "vla_jepa", "groot", "lingbot_va")
 
 
 @pytest.mark.parametrize(
