@@ -20,6 +20,9 @@ from typing import Any
 from tests.helpers.lerobot_checkpoints import Action, Features, save_checkpoint
 from tests.helpers.tiny_vla_jepa import tiny_qwen3_vl
 
+# LeRobot 0.4.4's groot is GR00T N1.5: its Eagle 2.5 backbone is built from `AutoConfig.from_pretrained(...,
+# trust_remote_code=True)` over LeRobot's vendored Eagle code and the Hub's lerobot/eagle2hg-processor-groot-n1p5.
+GROOT_06_ONLY = "the tiny GR00T is N1.7 (LeRobot 0.6); 0.4.4's N1.5 runs Eagle remote code from the Hub"
 WIDTH = 32
 HORIZON = 4
 MAX_DIM = 8

@@ -23,7 +23,7 @@ from tests.helpers.lerobot_checkpoints import (
 )
 from tests.helpers.tiny_eo1 import tiny_eo1_config
 from tests.helpers.tiny_evo1 import tiny_evo1_config
-from tests.helpers.tiny_groot import tiny_groot_config
+from tests.helpers.tiny_groot import GROOT_06_ONLY, tiny_groot_config
 from tests.helpers.tiny_lingbot_va import tiny_lingbot_va_config
 from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06
 from tests.helpers.tiny_vla_jepa import tiny_vla_jepa_config
@@ -62,8 +62,8 @@ def test_a_family_without_a_yaml_loads_through_lerobots_factory_and_acts(
     if kind not in PreTrainedConfig.get_known_choices():
         pytest.skip(f"this LeRobot line has no {kind} family")
     features, action, env, config = FAMILIES[kind]
-    if kind == "xvla" and not lerobot_06():
-        pytest.skip(LEROBOT_06_ONLY)
+    if kind in ("xvla", "groot") and not lerobot_06():
+        pytest.skip(LEROBOT_06_ONLY if kind == "xvla" else GROOT_06_ONLY)
     config = config(tmp_path) if callable(config) else config
     directory = save_checkpoint(tmp_path / kind, kind, features, action, **config)
     # Any LeRobot YAML loads any family: the checkpoint's config.json picks the class.
@@ -110,6 +110,8 @@ def test_a_tiny_family_evaluates_end_to_end_offline(tmp_path: Path, kind: str) -
 
     if kind not in PreTrainedConfig.get_known_choices():
         pytest.skip(f"{kind} is a LeRobot 0.6 family; this LeRobot line has none")
+    if kind == "groot" and not lerobot_06():
+        pytest.skip(GROOT_06_ONLY)
     features, action, _, config = FAMILIES[kind]
     directory = save_checkpoint(tmp_path / kind, kind, features, action, **config(tmp_path))
     steps, episodes = 6, 2

@@ -24,12 +24,11 @@ def test_groot_on_pusht_matches_lerobot_eval_episode_by_episode(tmp_path: Path) 
     """GR00T draws its flow-matching noise inline (`torch.randn` in the action head), so lerobot_hydra runs it one
     row at a time from torch's generator seeded by the episode; lerobot-eval runs one env per rollout with the
     generator seeded the same way (tests/helpers/lerobot_eval_rows.py). Everything else is each side's own."""
-    import lerobot.policies  # noqa: F401  registers the families
-    from lerobot.configs.policies import PreTrainedConfig
+    from tests.helpers.tiny_groot import GROOT_06_ONLY, tiny_groot
+    from tests.helpers.tiny_pi import lerobot_06
 
-    if "groot" not in PreTrainedConfig.get_known_choices():
-        pytest.skip("groot (GR00T N1.7) is a LeRobot 0.6 family; this LeRobot line builds none offline")
-    from tests.helpers.tiny_groot import tiny_groot
+    if not lerobot_06():
+        pytest.skip(GROOT_06_ONLY)
 
     checkpoint = tiny_groot(tmp_path / "groot", PUSHT_PIXELS, PUSHT_ACTION)
     length, episodes = 10, 3
