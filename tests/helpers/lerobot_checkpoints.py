@@ -74,6 +74,8 @@ def _stats(features: Features, action: Action) -> dict[str, dict[str, Any]]:
             "std": torch.full(stat_shape, 0.25),
             "min": torch.zeros(stat_shape),
             "max": torch.ones(stat_shape),
+            "q01": torch.zeros(stat_shape),  # quantiles for the families that normalize by them
+            "q99": torch.ones(stat_shape),
         }
     dim, mean, std = action
     mean_, std_ = (torch.zeros(dim) + torch.as_tensor(value, dtype=torch.float32) for value in (mean, std))

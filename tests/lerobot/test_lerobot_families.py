@@ -25,6 +25,7 @@ from tests.helpers.tiny_eo1 import tiny_eo1_config
 from tests.helpers.tiny_evo1 import tiny_evo1_config
 from tests.helpers.tiny_groot import GROOT_06_ONLY, tiny_groot_config
 from tests.helpers.tiny_lingbot_va import tiny_lingbot_va_config
+from tests.helpers.tiny_molmoact2 import tiny_molmoact2_config
 from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06
 from tests.helpers.tiny_vla_jepa import tiny_vla_jepa_config
 from tests.helpers.tiny_xvla import tiny_xvla_config
@@ -47,9 +48,11 @@ FAMILIES: dict[str, tuple[Any, Any, list[str], dict[str, Any] | Callable[[Path],
     "vla_jepa": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], lambda root: tiny_vla_jepa_config(root, 2)),
     "groot": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_groot_config),
     "lingbot_va": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_lingbot_va_config),
+    "molmoact2": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_molmoact2_config),
 }
 # Families whose noise has no per-row hook (noise.py): they run one row at a time (one_row.py).
 ONE_ROW = {"vqbet", "gaussian_actor", "multi_task_dit", "xvla", "tdmpc", "evo1", "vla_jepa", "groot", "lingbot_va"}
+ONE_ROW |= {"molmoact2"}
 
 
 @pytest.mark.parametrize("kind", sorted(FAMILIES))
@@ -96,7 +99,8 @@ def test_families_without_a_published_checkpoint_ask_for_one(compose: Callable, 
 
 
 # Families run end to end on PushT from their tiny build (each loads through its own YAML when it has one).
-END_TO_END = {"multi_task_dit": "policy=multi_task_dit", "groot": "policy=groot", "lingbot_va": "policy=act"}
+END_TO_END = {"multi_task_dit": "policy=multi_task_dit", "groot": "policy=groot"}
+END_TO_END |= {"lingbot_va": "policy=act", "molmoact2": "policy=act"}  # no YAMLs: any loads any family
 
 
 @pytest.mark.parametrize("kind", sorted(END_TO_END))

@@ -27,6 +27,7 @@ from tests.helpers.tiny_eo1 import tiny_eo1_config
 from tests.helpers.tiny_evo1 import tiny_evo1_config
 from tests.helpers.tiny_groot import tiny_groot
 from tests.helpers.tiny_lingbot_va import tiny_lingbot_va_config
+from tests.helpers.tiny_molmoact2 import tiny_molmoact2_config
 from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06, tiny_gemma, tiny_pi
 from tests.helpers.tiny_vla_jepa import tiny_vla_jepa_config
 from tests.helpers.tiny_xvla import tiny_xvla
@@ -61,7 +62,10 @@ def policies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, lis
             evo1 = save_checkpoint(root / "evo1", "evo1", METAWORLD_PIXELS, METAWORLD_ACTION, **tiny_evo1_config(root))
             jepa = tiny_vla_jepa_config(root, METAWORLD_ACTION[0])
             jepa = save_checkpoint(root / "vla_jepa", "vla_jepa", METAWORLD_PIXELS, METAWORLD_ACTION, **jepa)
-            for kind, path in (("eo1", eo1), ("evo1", evo1), ("vla_jepa", jepa)):  # no YAMLs: any loads any family
+            molmo = tiny_molmoact2_config(root)
+            molmo = save_checkpoint(root / "molmoact2", "molmoact2", METAWORLD_PIXELS, METAWORLD_ACTION, **molmo)
+            built = (("eo1", eo1), ("evo1", evo1), ("vla_jepa", jepa), ("molmoact2", molmo))
+            for kind, path in built:  # no YAMLs: any loads any family
                 policies[kind] = ["policy=act", f"policy.path={path}", *PIXELS]
             groot = tiny_groot(root / "groot", METAWORLD_PIXELS, METAWORLD_ACTION)  # noise drawn inline: one row
             policies["groot"] = ["policy=groot", f"policy.path={groot}", *PIXELS]
@@ -85,7 +89,7 @@ def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
 
 
 # Built offline on a tiny backbone each; a MetaWorld frame costs ~0.25 s on CPU, so each takes a minute or two.
-SLOW_FAMILIES = ("smolvla", "pi0", "pi05", "xvla", "eo1", "evo1", "vla_jepa", "groot", "lingbot_va")
+SLOW_FAMILIES = ("smolvla", "pi0", "pi05", "xvla", "eo1", "evo1", "vla_jepa", "groot", "lingbot_va", "molmoact2")
 
 
 @pytest.mark.parametrize(
