@@ -156,6 +156,20 @@ def word_tokenizer(words: list[str], special: list[str], **kwargs: Any) -> Any:
     return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token=special[0], pad_token=special[1], **kwargs)
 
 
+def byte_tokenizer(special: list[str], eos: str = "<|endoftext|>") -> Any:
+    """A Qwen2 tokenizer (byte-level BPE) without merges: every byte of a text is a token, and `special` (and
+    `eos`, also the padding) are single tokens. For families that load `Qwen2Tokenizer` itself, which rebuilds a
+    BPE from the vocabulary and so drops a word-level tokenizer's words."""
+    from tokenizers import pre_tokenizers
+    from transformers import Qwen2Tokenizer
+
+    vocab = {char: i for i, char in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=[], unk_token=None, bos_token=None, eos_token=eos)
+    tokenizer.pad_token = eos
+    tokenizer.add_special_tokens({"additional_special_tokens": special})
+    return tokenizer
+
+
 def tiny_vlm(directory: Path) -> Path:
     """A SmolVLM2-shaped backbone config with its processor and a word-level tokenizer, written offline, for
     SmolVLA's `vlm_model_name` (which normally names HuggingFaceTB/SmolVLM2-500M-Video-Instruct on the Hub)."""

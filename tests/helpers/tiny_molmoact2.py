@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tests.helpers.lerobot_checkpoints import byte_tokenizer
+
 WIDTH = 32
 IMAGE = 28
 MAX_ACTION_DIM = 32  # LeRobot refuses a MolmoAct2 checkpoint of any other
@@ -28,15 +30,8 @@ SPECIAL += ["<control_start>", "<control_end>"]
 
 def tiny_tokenizer() -> Any:
     from lerobot.policies.molmoact2.processor_molmoact2 import STATE_TOKEN_PREFIX
-    from tokenizers import pre_tokenizers
-    from transformers import Qwen2Tokenizer
 
-    vocab = {char: i for i, char in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
-    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=[], unk_token=None, bos_token=None, eos_token="<|endoftext|>")
-    tokenizer.pad_token = "<|endoftext|>"
-    states = [f"{STATE_TOKEN_PREFIX}{i}>" for i in range(STATE_TOKENS)]
-    tokenizer.add_special_tokens({"additional_special_tokens": SPECIAL + states})
-    return tokenizer
+    return byte_tokenizer(SPECIAL + [f"{STATE_TOKEN_PREFIX}{i}>" for i in range(STATE_TOKENS)])
 
 
 def tiny_molmoact2_model(directory: Path) -> Path:

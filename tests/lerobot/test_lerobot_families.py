@@ -28,6 +28,7 @@ from tests.helpers.tiny_lingbot_va import tiny_lingbot_va_config
 from tests.helpers.tiny_molmoact2 import tiny_molmoact2_config
 from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06
 from tests.helpers.tiny_vla_jepa import tiny_vla_jepa_config
+from tests.helpers.tiny_wall_x import WALL_X_06_ONLY, tiny_wall_x_config
 from tests.helpers.tiny_xvla import tiny_xvla_config
 from tests.lerobot.test_lerobot_policies import build, first_batch
 
@@ -49,10 +50,13 @@ FAMILIES: dict[str, tuple[Any, Any, list[str], dict[str, Any] | Callable[[Path],
     "groot": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_groot_config),
     "lingbot_va": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_lingbot_va_config),
     "molmoact2": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_molmoact2_config),
+    "wall_x": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_wall_x_config),
 }
+# Families that 0.4.4 has too, built here for 0.6 only (why: in each reason).
+ONLY_06 = {"xvla": LEROBOT_06_ONLY, "groot": GROOT_06_ONLY, "wall_x": WALL_X_06_ONLY}
 # Families whose noise has no per-row hook (noise.py): they run one row at a time (one_row.py).
 ONE_ROW = {"vqbet", "gaussian_actor", "multi_task_dit", "xvla", "tdmpc", "evo1", "vla_jepa", "groot", "lingbot_va"}
-ONE_ROW |= {"molmoact2"}
+ONE_ROW |= {"molmoact2", "wall_x"}
 
 
 @pytest.mark.parametrize("kind", sorted(FAMILIES))
@@ -65,8 +69,8 @@ def test_a_family_without_a_yaml_loads_through_lerobots_factory_and_acts(
     if kind not in PreTrainedConfig.get_known_choices():
         pytest.skip(f"this LeRobot line has no {kind} family")
     features, action, env, config = FAMILIES[kind]
-    if kind in ("xvla", "groot") and not lerobot_06():
-        pytest.skip(LEROBOT_06_ONLY if kind == "xvla" else GROOT_06_ONLY)
+    if kind in ONLY_06 and not lerobot_06():
+        pytest.skip(ONLY_06[kind])
     config = config(tmp_path) if callable(config) else config
     directory = save_checkpoint(tmp_path / kind, kind, features, action, **config)
     # Any LeRobot YAML loads any family: the checkpoint's config.json picks the class.
@@ -100,7 +104,11 @@ def test_families_without_a_published_checkpoint_ask_for_one(compose: Callable, 
 
 # Families run end to end on PushT from their tiny build (each loads through its own YAML when it has one).
 END_TO_END = {"multi_task_dit": "policy=multi_task_dit", "groot": "policy=groot"}
-END_TO_END |= {"lingbot_va": "policy=act", "molmoact2": "policy=act"}  # no YAMLs: any loads any family
+END_TO_END |= {
+    "lingbot_va": "policy=act",
+    "molmoact2": "policy=act",
+    "wall_x": "policy=act",
+}  # no YAMLs: any loads any family
 
 
 @pytest.mark.parametrize("kind", sorted(END_TO_END))
@@ -114,8 +122,8 @@ def test_a_tiny_family_evaluates_end_to_end_offline(tmp_path: Path, kind: str) -
 
     if kind not in PreTrainedConfig.get_known_choices():
         pytest.skip(f"{kind} is a LeRobot 0.6 family; this LeRobot line has none")
-    if kind == "groot" and not lerobot_06():
-        pytest.skip(GROOT_06_ONLY)
+    if kind in ONLY_06 and not lerobot_06():
+        pytest.skip(ONLY_06[kind])
     features, action, _, config = FAMILIES[kind]
     directory = save_checkpoint(tmp_path / kind, kind, features, action, **config(tmp_path))
     steps, episodes = 6, 2

@@ -30,6 +30,7 @@ from tests.helpers.tiny_lingbot_va import tiny_lingbot_va_config
 from tests.helpers.tiny_molmoact2 import tiny_molmoact2_config
 from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06, tiny_gemma, tiny_pi
 from tests.helpers.tiny_vla_jepa import tiny_vla_jepa_config
+from tests.helpers.tiny_wall_x import tiny_wall_x_config
 from tests.helpers.tiny_xvla import tiny_xvla
 
 pytest.importorskip("lerobot")
@@ -58,18 +59,20 @@ def policies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, lis
         if lerobot_06():
             xvla = tiny_xvla(root / "xvla", METAWORLD_PIXELS, METAWORLD_ACTION)  # no per-row hook: one row at a time
             policies["xvla"] = ["policy=xvla", f"policy.path={xvla}", *PIXELS]
-            eo1 = save_checkpoint(root / "eo1", "eo1", METAWORLD_PIXELS, METAWORLD_ACTION, **tiny_eo1_config(root))
-            evo1 = save_checkpoint(root / "evo1", "evo1", METAWORLD_PIXELS, METAWORLD_ACTION, **tiny_evo1_config(root))
-            jepa = tiny_vla_jepa_config(root, METAWORLD_ACTION[0])
-            jepa = save_checkpoint(root / "vla_jepa", "vla_jepa", METAWORLD_PIXELS, METAWORLD_ACTION, **jepa)
-            molmo = tiny_molmoact2_config(root)
-            molmo = save_checkpoint(root / "molmoact2", "molmoact2", METAWORLD_PIXELS, METAWORLD_ACTION, **molmo)
-            built = (("eo1", eo1), ("evo1", evo1), ("vla_jepa", jepa), ("molmoact2", molmo))
-            for kind, path in built:  # no YAMLs: any loads any family
+            dim = METAWORLD_ACTION[0]
+            tiny = {  # no YAMLs: any loads any family
+                "eo1": tiny_eo1_config(root),
+                "evo1": tiny_evo1_config(root),
+                "vla_jepa": tiny_vla_jepa_config(root, dim),
+                "molmoact2": tiny_molmoact2_config(root),
+                "wall_x": tiny_wall_x_config(root),
+            }
+            for kind, config in tiny.items():
+                path = save_checkpoint(root / kind, kind, METAWORLD_PIXELS, METAWORLD_ACTION, **config)
                 policies[kind] = ["policy=act", f"policy.path={path}", *PIXELS]
             groot = tiny_groot(root / "groot", METAWORLD_PIXELS, METAWORLD_ACTION)  # noise drawn inline: one row
             policies["groot"] = ["policy=groot", f"policy.path={groot}", *PIXELS]
-            lingbot = tiny_lingbot_va_config(root, "observation.image", METAWORLD_ACTION[0])
+            lingbot = tiny_lingbot_va_config(root, "observation.image", dim)
             lingbot = save_checkpoint(root / "lingbot_va", "lingbot_va", METAWORLD_PIXELS, METAWORLD_ACTION, **lingbot)
             # Chunks of 4 actions, then 8 (n_action_steps is not a setting): its second chunk feeds frames back.
             policies["lingbot_va"] = ["policy=act", f"policy.path={lingbot}", *PIXELS[:3], "env.episode_length=6"]
@@ -90,6 +93,7 @@ def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
 
 # Built offline on a tiny backbone each; a MetaWorld frame costs ~0.25 s on CPU, so each takes a minute or two.
 SLOW_FAMILIES = ("smolvla", "pi0", "pi05", "xvla", "eo1", "evo1", "vla_jepa", "groot", "lingbot_va", "molmoact2")
+SLOW_FAMILIES += ("wall_x",)
 
 
 @pytest.mark.parametrize(
