@@ -46,40 +46,60 @@ PIXELS += ["env.episode_length=4", "policy.overrides={n_action_steps: 2}"]
 METAWORLD_PIXELS = {"observation.image": ("VISUAL", (3, 32, 32)), "observation.state": ("STATE", (4,))}
 
 
+class Checkpoints(dict[str, list[str]]):
+    """Each family's overrides; its tiny checkpoint is built the first time a test asks for it."""
+
+    def __init__(self, builders: dict[str, Callable[[], list[str]]]) -> None:
+        super().__init__()
+        self.builders = builders
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self.builders
+
+    def __missing__(self, kind: str) -> list[str]:
+        self[kind] = self.builders[kind]()
+        return self[kind]
+
+
+def builders(root: Path) -> dict[str, Callable[[], list[str]]]:
+    def path(kind: str, config: Callable[[], dict[str, Any]]) -> str:
+        return f"policy.path={save_checkpoint(root / kind, kind, METAWORLD_PIXELS, METAWORLD_ACTION, **config())}"
+
+    def without_yaml(kind: str, config: Callable[[], dict[str, Any]]) -> Callable[[], list[str]]:
+        return lambda: ["policy=act", path(kind, config), *PIXELS]  # no YAML: any loads any family
+
+    def with_yaml(kind: str, build: Callable[..., Path], *args: Any) -> Callable[[], list[str]]:
+        return lambda: [f"policy={kind}", f"policy.path={build(root / kind, *args)}", *PIXELS]
+
+    diffusion = lambda: tiny_diffusion(root / "diffusion", METAWORLD_STATE, METAWORLD_ACTION)  # noqa: E731
+    built = {
+        "diffusion": lambda: ["policy=diffusion", f"policy.path={diffusion()}", *STATE],
+        "smolvla": with_yaml("smolvla", tiny_smolvla, METAWORLD_PIXELS, METAWORLD_ACTION),
+    }
+    if not lerobot_06():
+        return built
+    dim = METAWORLD_ACTION[0]
+    built |= {kind: with_yaml(kind, tiny_pi, kind, METAWORLD_PIXELS, METAWORLD_ACTION) for kind in ("pi0", "pi05")}
+    built |= {
+        "xvla": with_yaml("xvla", tiny_xvla, METAWORLD_PIXELS, METAWORLD_ACTION),  # no per-row hook: one row at a time
+        "groot": with_yaml("groot", tiny_groot, METAWORLD_PIXELS, METAWORLD_ACTION),  # noise drawn inline: one row
+        "eo1": without_yaml("eo1", lambda: tiny_eo1_config(root)),
+        "evo1": without_yaml("evo1", lambda: tiny_evo1_config(root)),
+        "vla_jepa": without_yaml("vla_jepa", lambda: tiny_vla_jepa_config(root, dim)),
+        "molmoact2": without_yaml("molmoact2", lambda: tiny_molmoact2_config(root)),
+        "wall_x": without_yaml("wall_x", lambda: tiny_wall_x_config(root)),
+    }
+    # Chunks of 4 actions, then 8 (n_action_steps is not a setting): its second chunk feeds frames back.
+    lingbot = lambda: tiny_lingbot_va_config(root, "observation.image", dim)  # noqa: E731
+    built["lingbot_va"] = lambda: ["policy=act", path("lingbot_va", lingbot), *PIXELS[:3], "env.episode_length=6"]
+    return built
+
+
 @pytest.fixture(scope="module")
 def policies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[str]]]:
     root = tmp_path_factory.mktemp("checkpoints")
-    diffusion = tiny_diffusion(root / "diffusion", METAWORLD_STATE, METAWORLD_ACTION)
-    smolvla = tiny_smolvla(root / "smolvla", METAWORLD_PIXELS, METAWORLD_ACTION)
-    policies = {
-        "diffusion": ["policy=diffusion", f"policy.path={diffusion}", *STATE],
-        "smolvla": ["policy=smolvla", f"policy.path={smolvla}", *PIXELS],
-    }
     with tiny_gemma() if lerobot_06() else contextlib.nullcontext():  # pi0 and pi0.5 at a tiny size, loaded here
-        if lerobot_06():
-            xvla = tiny_xvla(root / "xvla", METAWORLD_PIXELS, METAWORLD_ACTION)  # no per-row hook: one row at a time
-            policies["xvla"] = ["policy=xvla", f"policy.path={xvla}", *PIXELS]
-            dim = METAWORLD_ACTION[0]
-            tiny = {  # no YAMLs: any loads any family
-                "eo1": tiny_eo1_config(root),
-                "evo1": tiny_evo1_config(root),
-                "vla_jepa": tiny_vla_jepa_config(root, dim),
-                "molmoact2": tiny_molmoact2_config(root),
-                "wall_x": tiny_wall_x_config(root),
-            }
-            for kind, config in tiny.items():
-                path = save_checkpoint(root / kind, kind, METAWORLD_PIXELS, METAWORLD_ACTION, **config)
-                policies[kind] = ["policy=act", f"policy.path={path}", *PIXELS]
-            groot = tiny_groot(root / "groot", METAWORLD_PIXELS, METAWORLD_ACTION)  # noise drawn inline: one row
-            policies["groot"] = ["policy=groot", f"policy.path={groot}", *PIXELS]
-            lingbot = tiny_lingbot_va_config(root, "observation.image", dim)
-            lingbot = save_checkpoint(root / "lingbot_va", "lingbot_va", METAWORLD_PIXELS, METAWORLD_ACTION, **lingbot)
-            # Chunks of 4 actions, then 8 (n_action_steps is not a setting): its second chunk feeds frames back.
-            policies["lingbot_va"] = ["policy=act", f"policy.path={lingbot}", *PIXELS[:3], "env.episode_length=6"]
-            for kind in ("pi0", "pi05"):
-                path = tiny_pi(root / kind, kind, METAWORLD_PIXELS, METAWORLD_ACTION)
-                policies[kind] = [f"policy={kind}", f"policy.path={path}", *PIXELS]
-        yield policies
+        yield Checkpoints(builders(root))
 
 
 def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
