@@ -74,10 +74,13 @@ def _stats(features: Features, action: Action) -> dict[str, dict[str, Any]]:
             "std": torch.full(stat_shape, 0.25),
             "min": torch.zeros(stat_shape),
             "max": torch.ones(stat_shape),
+            "q01": torch.zeros(stat_shape),  # quantiles for the families that normalize by them
+            "q99": torch.ones(stat_shape),
         }
     dim, mean, std = action
     mean_, std_ = (torch.zeros(dim) + torch.as_tensor(value, dtype=torch.float32) for value in (mean, std))
-    stats["action"] = {"mean": mean_, "std": std_, "min": mean_ - std_, "max": mean_ + std_}
+    low, high = mean_ - std_, mean_ + std_
+    stats["action"] = {"mean": mean_, "std": std_, "min": low, "max": high, "q01": low, "q99": high}
     return stats
 
 
@@ -113,13 +116,17 @@ def save_checkpoint(
     action: Action,
     tap: bool = False,
     without_steps: tuple[str, ...] = (),
+    step_changes: dict[str, dict[str, Any]] | None = None,
     **config: Any,
 ) -> Path:
     """Build a `policy_type` (act, diffusion, smolvla) policy with `config` and save it with its processors;
     `tap`: the preprocessor first records what it is handed (tests/helpers/lerobot_tap.py); `without_steps`:
-    class names of preprocessor steps left out."""
+    class names of preprocessor steps left out; `step_changes`: class name -> fields set on that preprocessor step."""
     policy, preprocessor, postprocessor = build_policy(policy_type, features, action, **config)
     preprocessor.steps[:] = [step for step in preprocessor.steps if type(step).__name__ not in without_steps]
+    for step in preprocessor.steps:
+        for name, value in (step_changes or {}).get(type(step).__name__, {}).items():
+            setattr(step, name, value)
     if tap:
         from tests.helpers.lerobot_tap import ObservationTap
 
@@ -147,6 +154,20 @@ def word_tokenizer(words: list[str], special: list[str], **kwargs: Any) -> Any:
     backend = Tokenizer(models.WordLevel(vocab, unk_token=special[0]))
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
     return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token=special[0], pad_token=special[1], **kwargs)
+
+
+def byte_tokenizer(special: list[str], eos: str = "<|endoftext|>") -> Any:
+    """A Qwen2 tokenizer (byte-level BPE) without merges: every byte of a text is a token, and `special` (and
+    `eos`, also the padding) are single tokens. For families that load `Qwen2Tokenizer` itself, which rebuilds a
+    BPE from the vocabulary and so drops a word-level tokenizer's words."""
+    from tokenizers import pre_tokenizers
+    from transformers import Qwen2Tokenizer
+
+    vocab = {char: i for i, char in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=[], unk_token=None, bos_token=None, eos_token=eos)
+    tokenizer.pad_token = eos
+    tokenizer.add_special_tokens({"additional_special_tokens": special})
+    return tokenizer
 
 
 def tiny_vlm(directory: Path) -> Path:

@@ -23,8 +23,12 @@ from tests.helpers.lerobot_checkpoints import (
 )
 from tests.helpers.tiny_eo1 import tiny_eo1_config
 from tests.helpers.tiny_evo1 import tiny_evo1_config
+from tests.helpers.tiny_groot import GROOT_06_ONLY, tiny_groot_config
+from tests.helpers.tiny_lingbot_va import tiny_lingbot_va_config
+from tests.helpers.tiny_molmoact2 import tiny_molmoact2_config
 from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06
 from tests.helpers.tiny_vla_jepa import tiny_vla_jepa_config
+from tests.helpers.tiny_wall_x import WALL_X_06_ONLY, tiny_wall_x_config
 from tests.helpers.tiny_xvla import tiny_xvla_config
 from tests.lerobot.test_lerobot_policies import build, first_batch
 
@@ -43,9 +47,16 @@ FAMILIES: dict[str, tuple[Any, Any, list[str], dict[str, Any] | Callable[[Path],
     "eo1": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_eo1_config),
     "evo1": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_evo1_config),
     "vla_jepa": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], lambda root: tiny_vla_jepa_config(root, 2)),
+    "groot": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_groot_config),
+    "lingbot_va": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_lingbot_va_config),
+    "molmoact2": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_molmoact2_config),
+    "wall_x": (PUSHT_PIXELS, PUSHT_ACTION, ["env=pusht"], tiny_wall_x_config),
 }
+# Families that 0.4.4 has too, built here for 0.6 only (why: in each reason).
+ONLY_06 = {"xvla": LEROBOT_06_ONLY, "groot": GROOT_06_ONLY, "wall_x": WALL_X_06_ONLY}
 # Families whose noise has no per-row hook (noise.py): they run one row at a time (one_row.py).
-ONE_ROW = {"vqbet", "gaussian_actor", "multi_task_dit", "xvla", "tdmpc", "evo1", "vla_jepa"}
+ONE_ROW = {"vqbet", "gaussian_actor", "multi_task_dit", "xvla", "tdmpc", "evo1", "vla_jepa", "groot", "lingbot_va"}
+ONE_ROW |= {"molmoact2", "wall_x"}
 
 
 @pytest.mark.parametrize("kind", sorted(FAMILIES))
@@ -58,8 +69,8 @@ def test_a_family_without_a_yaml_loads_through_lerobots_factory_and_acts(
     if kind not in PreTrainedConfig.get_known_choices():
         pytest.skip(f"this LeRobot line has no {kind} family")
     features, action, env, config = FAMILIES[kind]
-    if kind == "xvla" and not lerobot_06():
-        pytest.skip(LEROBOT_06_ONLY)
+    if kind in ONLY_06 and not lerobot_06():
+        pytest.skip(ONLY_06[kind])
     config = config(tmp_path) if callable(config) else config
     directory = save_checkpoint(tmp_path / kind, kind, features, action, **config)
     # Any LeRobot YAML loads any family: the checkpoint's config.json picks the class.
@@ -91,21 +102,35 @@ def test_families_without_a_published_checkpoint_ask_for_one(compose: Callable, 
         build(compose, f"policy={name}", "env.task=reach-v3")
 
 
-def test_multi_task_dit_evaluates_end_to_end_offline(tmp_path: Path) -> None:
-    """LeRobot 0.6's multi_task_dit (CLIP vision and text encoders, a DiT denoiser) from a tiny local build: the
-    whole eval path on PushT, its task string tokenized by the checkpoint's own CLIP tokenizer."""
+# Families run end to end on PushT from their tiny build (each loads through its own YAML when it has one).
+END_TO_END = {"multi_task_dit": "policy=multi_task_dit", "groot": "policy=groot"}
+END_TO_END |= {
+    "lingbot_va": "policy=act",
+    "molmoact2": "policy=act",
+    "wall_x": "policy=act",
+}  # no YAMLs: any loads any family
+
+
+@pytest.mark.parametrize("kind", sorted(END_TO_END))
+def test_a_tiny_family_evaluates_end_to_end_offline(tmp_path: Path, kind: str) -> None:
+    """LeRobot 0.6's multi_task_dit (CLIP vision and text encoders, a DiT denoiser), GR00T N1.7 (a Qwen3-VL
+    backbone, a DiT flow-matching head) and LingBot-VA (a Wan VAE, a UMT5 text encoder, an autoregressive video-action
+    transformer whose second chunk feeds the observed frames back) from tiny local builds: the whole eval path on
+    PushT, the task string tokenized by the checkpoint's own tokenizer."""
     import lerobot.policies  # noqa: F401  registers the families
     from lerobot.configs.policies import PreTrainedConfig
 
-    if "multi_task_dit" not in PreTrainedConfig.get_known_choices():
-        pytest.skip("multi_task_dit is a LeRobot 0.6 family; this LeRobot line has none")
-    config = tiny_multi_task_dit_config(tmp_path)
-    directory = save_checkpoint(tmp_path / "multi_task_dit", "multi_task_dit", PUSHT_PIXELS, PUSHT_ACTION, **config)
+    if kind not in PreTrainedConfig.get_known_choices():
+        pytest.skip(f"{kind} is a LeRobot 0.6 family; this LeRobot line has none")
+    if kind in ONLY_06 and not lerobot_06():
+        pytest.skip(ONLY_06[kind])
+    features, action, _, config = FAMILIES[kind]
+    directory = save_checkpoint(tmp_path / kind, kind, features, action, **config(tmp_path))
     steps, episodes = 6, 2
     evaluate_here(
         tmp_path / "run",
         "env=pusht",
-        "policy=multi_task_dit",
+        END_TO_END[kind],
         f"policy.path={directory}",
         f"env.episode_length={steps}",
         f"eval.n_episodes={episodes}",

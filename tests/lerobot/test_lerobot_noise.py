@@ -25,8 +25,12 @@ from tests.helpers.lerobot_checkpoints import (
 )
 from tests.helpers.tiny_eo1 import tiny_eo1_config
 from tests.helpers.tiny_evo1 import tiny_evo1_config
+from tests.helpers.tiny_groot import tiny_groot
+from tests.helpers.tiny_lingbot_va import tiny_lingbot_va_config
+from tests.helpers.tiny_molmoact2 import tiny_molmoact2_config
 from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06, tiny_gemma, tiny_pi
 from tests.helpers.tiny_vla_jepa import tiny_vla_jepa_config
+from tests.helpers.tiny_wall_x import tiny_wall_x_config
 from tests.helpers.tiny_xvla import tiny_xvla
 
 pytest.importorskip("lerobot")
@@ -42,29 +46,60 @@ PIXELS += ["env.episode_length=4", "policy.overrides={n_action_steps: 2}"]
 METAWORLD_PIXELS = {"observation.image": ("VISUAL", (3, 32, 32)), "observation.state": ("STATE", (4,))}
 
 
+class Checkpoints(dict[str, list[str]]):
+    """Each family's overrides; its tiny checkpoint is built the first time a test asks for it."""
+
+    def __init__(self, builders: dict[str, Callable[[], list[str]]]) -> None:
+        super().__init__()
+        self.builders = builders
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self.builders
+
+    def __missing__(self, kind: str) -> list[str]:
+        self[kind] = self.builders[kind]()
+        return self[kind]
+
+
+def builders(root: Path) -> dict[str, Callable[[], list[str]]]:
+    def path(kind: str, config: Callable[[], dict[str, Any]]) -> str:
+        return f"policy.path={save_checkpoint(root / kind, kind, METAWORLD_PIXELS, METAWORLD_ACTION, **config())}"
+
+    def without_yaml(kind: str, config: Callable[[], dict[str, Any]]) -> Callable[[], list[str]]:
+        return lambda: ["policy=act", path(kind, config), *PIXELS]  # no YAML: any loads any family
+
+    def with_yaml(kind: str, build: Callable[..., Path], *args: Any) -> Callable[[], list[str]]:
+        return lambda: [f"policy={kind}", f"policy.path={build(root / kind, *args)}", *PIXELS]
+
+    diffusion = lambda: tiny_diffusion(root / "diffusion", METAWORLD_STATE, METAWORLD_ACTION)  # noqa: E731
+    built = {
+        "diffusion": lambda: ["policy=diffusion", f"policy.path={diffusion()}", *STATE],
+        "smolvla": with_yaml("smolvla", tiny_smolvla, METAWORLD_PIXELS, METAWORLD_ACTION),
+    }
+    if not lerobot_06():
+        return built
+    dim = METAWORLD_ACTION[0]
+    built |= {kind: with_yaml(kind, tiny_pi, kind, METAWORLD_PIXELS, METAWORLD_ACTION) for kind in ("pi0", "pi05")}
+    built |= {
+        "xvla": with_yaml("xvla", tiny_xvla, METAWORLD_PIXELS, METAWORLD_ACTION),  # no per-row hook: one row at a time
+        "groot": with_yaml("groot", tiny_groot, METAWORLD_PIXELS, METAWORLD_ACTION),  # noise drawn inline: one row
+        "eo1": without_yaml("eo1", lambda: tiny_eo1_config(root)),
+        "evo1": without_yaml("evo1", lambda: tiny_evo1_config(root)),
+        "vla_jepa": without_yaml("vla_jepa", lambda: tiny_vla_jepa_config(root, dim)),
+        "molmoact2": without_yaml("molmoact2", lambda: tiny_molmoact2_config(root)),
+        "wall_x": without_yaml("wall_x", lambda: tiny_wall_x_config(root)),
+    }
+    # Chunks of 4 actions, then 8 (n_action_steps is not a setting): its second chunk feeds frames back.
+    lingbot = lambda: tiny_lingbot_va_config(root, "observation.image", dim)  # noqa: E731
+    built["lingbot_va"] = lambda: ["policy=act", path("lingbot_va", lingbot), *PIXELS[:3], "env.episode_length=6"]
+    return built
+
+
 @pytest.fixture(scope="module")
 def policies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[str]]]:
     root = tmp_path_factory.mktemp("checkpoints")
-    diffusion = tiny_diffusion(root / "diffusion", METAWORLD_STATE, METAWORLD_ACTION)
-    smolvla = tiny_smolvla(root / "smolvla", METAWORLD_PIXELS, METAWORLD_ACTION)
-    policies = {
-        "diffusion": ["policy=diffusion", f"policy.path={diffusion}", *STATE],
-        "smolvla": ["policy=smolvla", f"policy.path={smolvla}", *PIXELS],
-    }
     with tiny_gemma() if lerobot_06() else contextlib.nullcontext():  # pi0 and pi0.5 at a tiny size, loaded here
-        if lerobot_06():
-            xvla = tiny_xvla(root / "xvla", METAWORLD_PIXELS, METAWORLD_ACTION)  # no per-row hook: one row at a time
-            policies["xvla"] = ["policy=xvla", f"policy.path={xvla}", *PIXELS]
-            eo1 = save_checkpoint(root / "eo1", "eo1", METAWORLD_PIXELS, METAWORLD_ACTION, **tiny_eo1_config(root))
-            evo1 = save_checkpoint(root / "evo1", "evo1", METAWORLD_PIXELS, METAWORLD_ACTION, **tiny_evo1_config(root))
-            jepa = tiny_vla_jepa_config(root, METAWORLD_ACTION[0])
-            jepa = save_checkpoint(root / "vla_jepa", "vla_jepa", METAWORLD_PIXELS, METAWORLD_ACTION, **jepa)
-            for kind, path in (("eo1", eo1), ("evo1", evo1), ("vla_jepa", jepa)):  # no YAMLs: any loads any family
-                policies[kind] = ["policy=act", f"policy.path={path}", *PIXELS]
-            for kind in ("pi0", "pi05"):
-                path = tiny_pi(root / kind, kind, METAWORLD_PIXELS, METAWORLD_ACTION)
-                policies[kind] = [f"policy={kind}", f"policy.path={path}", *PIXELS]
-        yield policies
+        yield Checkpoints(builders(root))
 
 
 def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
@@ -77,7 +112,8 @@ def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
 
 
 # Built offline on a tiny backbone each; a MetaWorld frame costs ~0.25 s on CPU, so each takes a minute or two.
-SLOW_FAMILIES = ("smolvla", "pi0", "pi05", "xvla", "eo1", "evo1", "vla_jepa")
+SLOW_FAMILIES = ("smolvla", "pi0", "pi05", "xvla", "eo1", "evo1", "vla_jepa", "groot", "lingbot_va", "molmoact2")
+SLOW_FAMILIES += ("wall_x",)
 
 
 @pytest.mark.parametrize(
