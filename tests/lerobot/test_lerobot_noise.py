@@ -1,4 +1,4 @@
-"""Stochastic LeRobot policies (tiny diffusion, SmolVLA, pi0 and pi0.5, built offline) on real MetaWorld
+"""Stochastic LeRobot policies (tiny diffusion, SmolVLA, pi0, pi0.5, pi0-FAST, ..., built offline) on real MetaWorld
 simulators: every episode's outcome is the same whatever its batch size, batch-mates, shard, lane or a resume,
 because its noise comes from its own row's generator, seeded from its episode."""
 
@@ -26,6 +26,7 @@ from tests.helpers.lerobot_checkpoints import (
 from tests.helpers.tiny_eo1 import tiny_eo1_config
 from tests.helpers.tiny_evo1 import tiny_evo1_config
 from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06, tiny_gemma, tiny_pi
+from tests.helpers.tiny_pi_fast import tiny_pi_fast
 from tests.helpers.tiny_vla_jepa import tiny_vla_jepa_config
 from tests.helpers.tiny_xvla import tiny_xvla
 
@@ -64,6 +65,13 @@ def policies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, lis
             for kind in ("pi0", "pi05"):
                 path = tiny_pi(root / kind, kind, METAWORLD_PIXELS, METAWORLD_ACTION)
                 policies[kind] = [f"policy={kind}", f"policy.path={path}", *PIXELS]
+            # pi0-FAST decodes greedily (no noise, rows batched) or samples at a temperature (one row at a time).
+            fast = [
+                "policy=pi0_fast",
+                f"policy.path={tiny_pi_fast(root / 'pi0_fast', METAWORLD_PIXELS, METAWORLD_ACTION)}",
+            ]
+            policies["pi0_fast"] = [*fast, *PIXELS]
+            policies["pi0_fast_sampled"] = [*fast, *PIXELS, "policy.overrides={n_action_steps: 2, temperature: 1.0}"]
         yield policies
 
 
@@ -77,7 +85,7 @@ def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
 
 
 # Built offline on a tiny backbone each; a MetaWorld frame costs ~0.25 s on CPU, so each takes a minute or two.
-SLOW_FAMILIES = ("smolvla", "pi0", "pi05", "xvla", "eo1", "evo1", "vla_jepa")
+SLOW_FAMILIES = ("smolvla", "pi0", "pi05", "xvla", "eo1", "evo1", "vla_jepa", "pi0_fast", "pi0_fast_sampled")
 
 
 @pytest.mark.parametrize(

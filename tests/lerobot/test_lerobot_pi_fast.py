@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.lerobot, pytest.mark.usefixtures("one_torch_thread")]
 RUN = ["eval.use_async_envs=false", "eval.max_episodes_rendered=0", "device=cpu"]
 METAWORLD_PIXELS = {"observation.image": ("VISUAL", (3, 32, 32)), "observation.state": ("STATE", (4,))}
 SAMPLED = "policy.overrides={temperature: 1.0}"
+RTC = "+policy.rtc={inference_delay: 2}"
 
 
 @pytest.fixture(scope="module")
@@ -140,11 +141,12 @@ def test_pi0_fast_through_the_server_records_as_in_process(checkpoints: dict[str
 
 
 def test_pi0_fast_refuses_real_time_chunking(compose: Callable, checkpoints: dict[str, Path]) -> None:
-    """LeRobot's pi0_fast has no RTC (`supports_rtc()` is false: it decodes tokens, there is no flow to guide)."""
+    """LeRobot's pi0_fast has no RTC (`supports_rtc()` is false: it decodes tokens, there is no flow to guide); its
+    YAML has no `rtc` key, and one added anyway is refused in one line."""
     from lerobot.policies.pi0_fast.modeling_pi0_fast import PI0FastPolicy
 
     from tests.lerobot.test_lerobot_policies import build
 
     assert not PI0FastPolicy.supports_rtc(SimpleNamespace())
     with pytest.raises(UserError, match=r"^policy.rtc: the pi0_fast policy has no real-time chunking"):
-        build(compose, "env=pusht", "policy=pi0_fast", f"policy.path={checkpoints['pusht']}", "policy.rtc={inference_delay: 2}")
+        build(compose, "env=pusht", "policy=pi0_fast", f"policy.path={checkpoints['pusht']}", RTC)

@@ -10,8 +10,9 @@ How the rows' generators reach a LeRobot family, for the duration of one inferen
 - diffusion: the initial sample goes in as `generate_actions(noise=...)`, and the DDPM/DDIM scheduler's variance
   noise comes from `step(generator=[one generator per row])`, which diffusers draws row by row.
 ACT, and pi0-FAST decoding greedily (its default `temperature` 0), are deterministic (`deterministic`) and get
-nothing; pi0-FAST sampling at a temperature draws from torch's global generator inside its decoding loop. A family with neither runs row by row with
-torch's global generators swapped to each row's own state (one_row.py), using `GlobalRngState`.
+nothing. A family with neither runs row by row with torch's global generators swapped to each row's own state
+(one_row.py), using `GlobalRngState`: so does pi0-FAST sampling at a temperature, whose decoding loop draws each
+token with `torch.multinomial` from the global generator.
 """
 
 from __future__ import annotations
