@@ -71,7 +71,8 @@ def policies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, lis
                 f"policy.path={tiny_pi_fast(root / 'pi0_fast', METAWORLD_PIXELS, METAWORLD_ACTION)}",
             ]
             policies["pi0_fast"] = [*fast, *PIXELS]
-            policies["pi0_fast_sampled"] = [*fast, *PIXELS, "policy.overrides={n_action_steps: 2, temperature: 1.0}"]
+            sampled = [*fast, *(o for o in PIXELS if not o.startswith("policy.overrides"))]
+            policies["pi0_fast_sampled"] = [*sampled, "policy.overrides={n_action_steps: 2, temperature: 1.0}"]
         yield policies
 
 
