@@ -17,10 +17,11 @@ What LeRobot reads of the action tokenizer at inference: `bpe_tokenizer.decode(i
 tokenizer's vocabulary (PaliGemma id = vocab_size - 1 - fast_skip_tokens - FAST id), so the text tokenizer here
 holds a slot per FAST id, then `fast_skip_tokens` fillers, as PaliGemma's location and segmentation tokens.
 
-A random model would rarely emit a decodable chunk, so the build gives the rows of the shared embedding/output matrix
-for the FAST slots and the end marker "|" a larger norm: greedy decoding then emits FAST tokens, as a trained
-pi0-FAST does after its prompt, and the chunks depend on the observation. The "Action:" prefix check
-(`validate_action_token_prefix`) is off, since the model does not emit that prefix.
+A random model would rarely emit a decodable chunk (its output is near uniform over PaliGemma's 257152 ids), so the
+build sets the output matrix (`emphasize_fast_slots`): greedy decoding and sampling at a temperature then emit FAST
+tokens, as a trained pi0-FAST does after its prompt, and the chunks depend on the observation (and, sampling, on the
+seed). The "Action:" prefix check (`validate_action_token_prefix`) is off, since the model does not emit that
+prefix.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ PROCESSOR_CONFIG = "processor_config.json"
 PALIGEMMA_VOCAB = 257152  # LeRobot's pi0_fast builds PaliGemma's embedding at this size, whatever the tokenizer
 SKIP = 16  # fast_skip_tokens: filler ids above the FAST slots (PaliGemma's are its 128 segmentation tokens)
 SLOT_SCALE = 1.0  # the scale of the FAST slots' and the end marker's output rows (the others' is about 0.02)
+AWAY = 4.0  # how far the other rows are pushed against the typical output direction
 
 # LeRobot's pi0_fast keeps SigLIP's 224x224 input (pi0 sizes the tower to image_resolution): 256 patches of the
 # tiny tower.
@@ -160,23 +162,40 @@ def fast_text_tokenizer(directory: Path, fast_vocab: int) -> Path:
     return directory
 
 
-def emphasize_fast_slots(policy: Any, tokenizer: Any) -> None:
-    """Output rows of unit scale for the FAST slots and "|", and zero rows for the fillers and the start token, so
-    that decoding emits FAST tokens and the first one depends on the observation (see the module docstring).
-    LeRobot's loader copies the output matrix over the input embedding (`_fix_pytorch_state_dict_keys`), so both
-    are set alike."""
+def typical_output_direction(policy: Any, preprocessor: Any, features: Features) -> Any:
+    """The mean direction of what the output matrix is applied to while a chunk is decoded for a random
+    observation (a random model's are much alike)."""
+    import torch
+
+    batch: dict[str, Any] = {"task": ["push the t shaped block onto target"]}
+    for key, (_, shape) in features.items():
+        batch[key] = torch.rand((1, *shape), generator=torch.Generator().manual_seed(0))
+    seen: list[Any] = []
+    hook = policy.model.paligemma_with_expert.paligemma.lm_head.register_forward_pre_hook(
+        lambda _module, inputs: seen.append(inputs[0].reshape(-1, inputs[0].shape[-1]))
+    )
+    try:
+        policy.predict_action_chunk(preprocessor(batch))
+    finally:
+        hook.remove()
+    mean = torch.cat(seen).mean(dim=0)
+    return mean / mean.norm()
+
+
+def emphasize_fast_slots(policy: Any, tokenizer: Any, direction: Any) -> None:
+    """Output rows that make decoding emit FAST tokens (see the module docstring): every other row is pushed
+    against the typical output direction, far below, and the FAST slots and "|" get rows of `SLOT_SCALE`, so that
+    sampling at a temperature draws among several of them. The input embedding is left as it is (LeRobot's loader
+    copies the output matrix over it only where the checkpoint has no embedding of its own)."""
     import torch
 
     paligemma = policy.model.paligemma_with_expert.paligemma
-    vocab = tokenizer.get_vocab()
-    slots = [i for token, i in vocab.items() if token == "|" or token.startswith("fast")]
-    zero = [i for token, i in vocab.items() if token.startswith(("unused", "skip")) or token == tokenizer.bos_token]
+    slots = [i for token, i in tokenizer.get_vocab().items() if token == "|" or token.startswith("fast")]
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         weight = paligemma.lm_head.weight
-        weight[zero] = 0
+        weight -= AWAY * direction
         weight[slots] = torch.randn((len(slots), weight.shape[1]), generator=generator) * SLOT_SCALE
-        paligemma.model.language_model.get_input_embeddings().weight.copy_(weight)
 
 
 def tiny_pi_fast(directory: Path, features: Features, action: Action, **changes: Any) -> Path:
@@ -198,8 +217,9 @@ def tiny_pi_fast(directory: Path, features: Features, action: Action, **changes:
     )
     torch.manual_seed(0)
     policy = get_policy_class("pi0_fast")(config)
-    emphasize_fast_slots(policy, AutoTokenizer.from_pretrained(text))
     preprocessor, postprocessor = make_pre_post_processors(config, dataset_stats=quantile_stats(features, action))
+    direction = typical_output_direction(policy, preprocessor, features)
+    emphasize_fast_slots(policy, AutoTokenizer.from_pretrained(text), direction)
     policy.save_pretrained(directory)
     preprocessor.save_pretrained(directory)
     postprocessor.save_pretrained(directory)

@@ -101,24 +101,36 @@ def test_pi0_fast_evaluates_end_to_end_offline(compose: Callable, checkpoints: d
     assert outcomes(tmp_path / "batch1") == outcomes(tmp_path / "batch3")
 
 
-@pytest.mark.slow
 def test_pi0_fast_sampling_at_a_temperature_runs_one_row_at_a_time(
-    compose: Callable, checkpoints: dict[str, Path], tmp_path: Path
+    compose: Callable, checkpoints: dict[str, Path]
 ) -> None:
     """At a temperature, LeRobot samples each token from torch's global generator: each row runs alone with the
-    generator set to its episode's own, so batch size does not change its episodes, and they differ from greedy."""
+    generator set to its episode's own, so on one observation the rows' actions differ by their seeds, and a row's
+    action is that of its seed alone in a batch of one. Greedy decoding gives every row the same."""
+    import torch
+
     from lerobot_hydra.policies.lerobot.one_row import RowwisePolicy
-    from tests.lerobot.test_lerobot_policies import build
+    from tests.lerobot.test_lerobot_policies import build, first_batch
 
     policy = ["env=pusht", "policy=pi0_fast", f"policy.path={checkpoints['pusht']}"]
-    _, runtime = build(compose, *policy, SAMPLED)
-    assert isinstance(runtime, RowwisePolicy)
-    common = [*policy, *RUN, "env.episode_length=6", "eval.n_episodes=3"]
-    evaluate_here(tmp_path / "batch3", *common, SAMPLED, "eval.batch_size=3")
-    evaluate_here(tmp_path / "batch1", *common, SAMPLED, "eval.batch_size=1")
-    assert outcomes(tmp_path / "batch1") == outcomes(tmp_path / "batch3")
-    evaluate_here(tmp_path / "greedy", *common, "policy.overrides=null", "eval.batch_size=3")
-    assert outcomes(tmp_path / "greedy") != outcomes(tmp_path / "batch3")
+    env, sampled = build(compose, *policy, SAMPLED)
+    _, greedy = build(compose, *policy, "policy.overrides=null")
+    assert isinstance(sampled, RowwisePolicy) and not isinstance(greedy, RowwisePolicy)
+    task, one = env.tasks()[0], first_batch(env)
+    seeds = list(range(1000, 1006))
+    rows = {
+        k: np.concatenate([v] * len(seeds)) if isinstance(v, np.ndarray) else list(v) * len(seeds)
+        for k, v in one.items()
+    }
+
+    def actions(runtime: object, episode_seeds: list[int], batch: dict) -> torch.Tensor:
+        runtime.reset(task, episode_seeds)
+        return torch.as_tensor(runtime.select_action(batch))
+
+    drawn = actions(sampled, seeds, rows)
+    assert len({tuple(a.tolist()) for a in drawn}) > 1  # the seeds drew different tokens
+    assert torch.equal(actions(sampled, seeds[2:3], one)[0], drawn[2])
+    assert len({tuple(a.tolist()) for a in actions(greedy, seeds, rows)}) == 1
 
 
 def test_pi0_fast_through_the_server_records_as_in_process(checkpoints: dict[str, Path], tmp_path: Path) -> None:
