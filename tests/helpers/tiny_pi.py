@@ -40,7 +40,7 @@ TINY_PI = {
 
 # Why these tiny builds need LeRobot 0.6 (3.12 line): LeRobot 0.4.4's pi0/pi0.5 refuse stock transformers (they need
 # its patched fork: "An incorrect transformer version is used"), and its xvla reads Florence-2's remote-code config.
-LEROBOT_06_ONLY = "tiny pi0/pi0.5/xvla builds need LeRobot 0.6 (0.4.4 needs a patched transformers / remote code)"
+LEROBOT_06_ONLY = "tiny pi0/pi0.5/pi0_fast/xvla builds need LeRobot 0.6 (0.4.4: a patched transformers / remote code)"
 
 
 def lerobot_06() -> bool:

@@ -52,10 +52,13 @@ def outcomes(run_dir: Path) -> list[tuple]:
 def test_our_fast_tokenizer_is_what_lerobots_decoder_reads(tmp_path: Path) -> None:
     """Encoded chunks come back through LeRobot's own `decode_actions_with_fast` (to the rounding of `scale`),
     and `AutoProcessor` loads the saved tokenizer as LeRobot does, from its folder, with no code in it."""
-    pi0_fast = pytest.importorskip("lerobot.policies.pi0_fast.modeling_pi0_fast")
-    from transformers import AutoProcessor
-
+    from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06
     from tests.helpers.tiny_pi_fast import register_fast_processor
+
+    if not lerobot_06():
+        pytest.skip(LEROBOT_06_ONLY)
+    from lerobot.policies.pi0_fast import modeling_pi0_fast as pi0_fast
+    from transformers import AutoProcessor
 
     chunks = synthetic_chunks(300, 4, 2)
     fast = FastActionProcessor.fit(chunks)
