@@ -185,8 +185,9 @@ def typical_output_direction(policy: Any, preprocessor: Any, features: Features)
 def emphasize_fast_slots(policy: Any, tokenizer: Any, direction: Any) -> None:
     """Output rows that make decoding emit FAST tokens (see the module docstring): every other row is pushed
     against the typical output direction, far below, and the FAST slots and "|" get rows of `SLOT_SCALE`, so that
-    sampling at a temperature draws among several of them. The input embedding is left as it is (LeRobot's loader
-    copies the output matrix over it only where the checkpoint has no embedding of its own)."""
+    sampling at a temperature draws among several of them. The input embedding is left as it is: LeRobot's loader
+    (`_fix_pytorch_state_dict_keys`) copies the output matrix over it, but the checkpoint's own embedding, read
+    after the output matrix, replaces that copy."""
     import torch
 
     paligemma = policy.model.paligemma_with_expert.paligemma
