@@ -163,8 +163,9 @@ def fast_text_tokenizer(directory: Path, fast_vocab: int) -> Path:
 
 
 def typical_output_direction(policy: Any, preprocessor: Any, features: Features) -> Any:
-    """The mean direction of what the output matrix is applied to while a chunk is decoded for a random
-    observation (a random model's are much alike)."""
+    """The direction of what the output matrix is first applied to (the prompt's last position) for a random
+    observation; a random model's are much alike. Only the first: the random model's later tokens are near ties,
+    which float rounding may break either way."""
     import torch
 
     batch: dict[str, Any] = {"task": ["push the t shaped block onto target"]}
@@ -178,8 +179,8 @@ def typical_output_direction(policy: Any, preprocessor: Any, features: Features)
         policy.predict_action_chunk(preprocessor(batch))
     finally:
         hook.remove()
-    mean = torch.cat(seen).mean(dim=0)
-    return mean / mean.norm()
+    first = seen[0].mean(dim=0)
+    return first / first.norm()
 
 
 def emphasize_fast_slots(policy: Any, tokenizer: Any, direction: Any) -> None:
@@ -191,7 +192,7 @@ def emphasize_fast_slots(policy: Any, tokenizer: Any, direction: Any) -> None:
     import torch
 
     paligemma = policy.model.paligemma_with_expert.paligemma
-    slots = [i for token, i in tokenizer.get_vocab().items() if token == "|" or token.startswith("fast")]
+    slots = sorted(i for token, i in tokenizer.get_vocab().items() if token == "|" or token.startswith("fast"))
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         weight = paligemma.lm_head.weight

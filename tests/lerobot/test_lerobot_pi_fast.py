@@ -99,7 +99,7 @@ def test_pi0_fast_evaluates_end_to_end_offline(compose: Callable, checkpoints: d
     evaluate_here(tmp_path / "batch3", *common, "eval.batch_size=3")
     records = sorted(read_episodes(tmp_path / "batch3"), key=lambda r: r["episode_index"])
     assert [(r["episode_index"], r["steps"]) for r in records] == [(k, length) for k in range(episodes)]
-    assert len({r["sum_reward"] for r in records}) == episodes
+    assert len({r["sum_reward"] for r in records}) > 1  # three seeds, not one episode thrice
     evaluate_here(tmp_path / "batch1", *common, "eval.batch_size=1")
     assert outcomes(tmp_path / "batch1") == outcomes(tmp_path / "batch3")
 
