@@ -58,10 +58,12 @@ class ChunkPolicy:
         self, runtime: Any, identity: dict[str, Any], name: str, features: dict[str, tuple[int, ...]] | None = None
     ) -> None:
         if not isinstance(runtime, PerRowLeRobotPolicy):
-            family = getattr(getattr(getattr(runtime, "policy", None), "config", None), "type", type(runtime).__name__)
+            loaded = getattr(getattr(runtime, "base", runtime), "policy", None)  # a one-row policy wraps its base
+            family = getattr(getattr(loaded, "config", None), "type", type(runtime).__name__)
             raise UserError(
                 f"the {family} policy cannot be served yet: the server serves the LeRobot families whose actions come "
-                "in chunks per row (act, diffusion, smolvla, pi0, pi05); evaluate it in-process instead"
+                "in chunks per row (act, diffusion, smolvla, pi0, pi05, pi0_fast decoding greedily); evaluate it "
+                "in-process instead"
             )
         if runtime.rtc is not None:
             raise UserError(

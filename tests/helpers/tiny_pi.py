@@ -24,6 +24,7 @@ WIDTH, DEPTH, HEADS, HEAD_DIM, MLP = 32, 1, 2, 16, 64
 VISION = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "patch_size": 14}
 IMAGE = 28  # 2x2 patches
 MODULES = ("lerobot.policies.pi0.modeling_pi0", "lerobot.policies.pi05.modeling_pi05")
+MODULES += ("lerobot.policies.pi0_fast.modeling_pi0_fast",)  # tiny_pi_fast.py
 
 TINY_PI = {
     "chunk_size": 4,
@@ -39,7 +40,7 @@ TINY_PI = {
 
 # Why these tiny builds need LeRobot 0.6 (3.12 line): LeRobot 0.4.4's pi0/pi0.5 refuse stock transformers (they need
 # its patched fork: "An incorrect transformer version is used"), and its xvla reads Florence-2's remote-code config.
-LEROBOT_06_ONLY = "tiny pi0/pi0.5/xvla builds need LeRobot 0.6 (0.4.4 needs a patched transformers / remote code)"
+LEROBOT_06_ONLY = "tiny pi0/pi0.5/pi0_fast/xvla builds need LeRobot 0.6 (0.4.4: a patched transformers / remote code)"
 
 
 def lerobot_06() -> bool:
@@ -68,7 +69,7 @@ def _vision_config() -> Any:
 
 @contextlib.contextmanager
 def tiny_gemma() -> Iterator[None]:
-    """Inside the block, LeRobot's pi0 and pi0.5 build every Gemma variant at the tiny size."""
+    """Inside the block, LeRobot's pi0, pi0.5 and pi0_fast build every Gemma variant at the tiny size."""
     import importlib
     from unittest import mock
 

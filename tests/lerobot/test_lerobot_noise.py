@@ -1,4 +1,4 @@
-"""Stochastic LeRobot policies (tiny diffusion, SmolVLA, pi0 and pi0.5, built offline) on real MetaWorld
+"""Stochastic LeRobot policies (tiny diffusion, SmolVLA, pi0, pi0.5, pi0-FAST, ..., built offline) on real MetaWorld
 simulators: every episode's outcome is the same whatever its batch size, batch-mates, shard, lane or a resume,
 because its noise comes from its own row's generator, seeded from its episode."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from tests.helpers.tiny_groot import tiny_groot
 from tests.helpers.tiny_lingbot_va import tiny_lingbot_va_config
 from tests.helpers.tiny_molmoact2 import tiny_molmoact2_config
 from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06, tiny_gemma, tiny_pi
+from tests.helpers.tiny_pi_fast import tiny_pi_fast
 from tests.helpers.tiny_vla_jepa import tiny_vla_jepa_config
 from tests.helpers.tiny_wall_x import tiny_wall_x_config
 from tests.helpers.tiny_xvla import tiny_xvla
@@ -44,6 +46,7 @@ STATE = ["env.obs_type=state", "env.episode_length=8"]  # diffusion: chunks of 4
 PIXELS = ["env.obs_type=pixels_agent_pos", "env.observation_height=32", "env.observation_width=32"]
 PIXELS += ["env.episode_length=4", "policy.overrides={n_action_steps: 2}"]
 METAWORLD_PIXELS = {"observation.image": ("VISUAL", (3, 32, 32)), "observation.state": ("STATE", (4,))}
+SHAPES = (METAWORLD_PIXELS, METAWORLD_ACTION)
 
 
 class Checkpoints(dict[str, list[str]]):
@@ -92,6 +95,11 @@ def builders(root: Path) -> dict[str, Callable[[], list[str]]]:
     # Chunks of 4 actions, then 8 (n_action_steps is not a setting): its second chunk feeds frames back.
     lingbot = lambda: tiny_lingbot_va_config(root, "observation.image", dim)  # noqa: E731
     built["lingbot_va"] = lambda: ["policy=act", path("lingbot_va", lingbot), *PIXELS[:3], "env.episode_length=6"]
+    # pi0-FAST decodes greedily (no noise, rows batched) or samples at a temperature (one row at a time).
+    fast = functools.cache(lambda: ["policy=pi0_fast", f"policy.path={tiny_pi_fast(root / 'pi0_fast', *SHAPES)}"])
+    built["pi0_fast"] = lambda: [*fast(), *PIXELS]
+    unsampled = [o for o in PIXELS if not o.startswith("policy.overrides")]
+    built["pi0_fast_sampled"] = lambda: [*fast(), *unsampled, "policy.overrides={n_action_steps: 2, temperature: 1.0}"]
     return built
 
 
@@ -113,7 +121,7 @@ def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
 
 # Built offline on a tiny backbone each; a MetaWorld frame costs ~0.25 s on CPU, so each takes a minute or two.
 SLOW_FAMILIES = ("smolvla", "pi0", "pi05", "xvla", "eo1", "evo1", "vla_jepa", "groot", "lingbot_va", "molmoact2")
-SLOW_FAMILIES += ("wall_x",)
+SLOW_FAMILIES += ("wall_x", "pi0_fast", "pi0_fast_sampled")
 
 
 @pytest.mark.parametrize(

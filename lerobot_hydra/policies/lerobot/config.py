@@ -31,7 +31,7 @@ from lerobot_hydra.policies.lerobot.checkpoint import (
     resolve_checkpoint,
 )
 from lerobot_hydra.policies.lerobot.features import check_action_shape, env_observation_features, match_features
-from lerobot_hydra.policies.lerobot.noise import DETERMINISTIC_FAMILIES, ROW_NOISE_HOOKS, noise_hooks
+from lerobot_hydra.policies.lerobot.noise import ROW_NOISE_HOOKS, deterministic, noise_hooks
 from lerobot_hydra.policies.lerobot.one_row import RowwisePolicy
 from lerobot_hydra.policies.lerobot.rows import PER_ROW_FAMILIES, PerRowLeRobotPolicy
 from lerobot_hydra.policies.lerobot.rtc import SimulatedLatency, configure
@@ -270,7 +270,7 @@ def runtime_for(
         runtime: LeRobotPolicy = PerRowLeRobotPolicy(*arguments, rtc=rtc)
     else:
         runtime = LeRobotPolicy(*arguments)
-    if hooks is not None or config.type in DETERMINISTIC_FAMILIES:
+    if hooks is not None or deterministic(config):
         return runtime
     if rtc is not None:
         pinned = config.type in ROW_NOISE_HOOKS

@@ -9,8 +9,10 @@ How the rows' generators reach a LeRobot family, for the duration of one inferen
   device)` (pi0's, pi0.5's and EO1's `select_action` take no `noise=`), replaced by per-row draws;
 - diffusion: the initial sample goes in as `generate_actions(noise=...)`, and the DDPM/DDIM scheduler's variance
   noise comes from `step(generator=[one generator per row])`, which diffusers draws row by row.
-ACT is deterministic (`DETERMINISTIC_FAMILIES`) and gets nothing. A family with neither runs row by row with
-torch's global generators swapped to each row's own state (one_row.py), using `GlobalRngState`.
+ACT, and pi0-FAST decoding greedily (its default `temperature` 0), are deterministic (`deterministic`) and get
+nothing. A family with neither runs row by row with torch's global generators swapped to each row's own state
+(one_row.py), using `GlobalRngState`: so does pi0-FAST sampling at a temperature, whose decoding loop draws each
+token with `torch.multinomial` from the global generator.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ SEED_OFFSET = 104729
 IDLE_SEED = 2**63 - 1
 
 DETERMINISTIC_FAMILIES = frozenset({"act"})
+# Families that draw no noise at a temperature of 0 (greedy decoding of their action tokens).
+GREEDY_AT_ZERO_TEMPERATURE = frozenset({"pi0_fast"})
+
+
+def deterministic(config: Any) -> bool:
+    """Whether a policy of this config draws no noise at all."""
+    if config.type in GREEDY_AT_ZERO_TEMPERATURE:
+        return getattr(config, "temperature", None) == 0
+    return config.type in DETERMINISTIC_FAMILIES
 
 
 def row_seed(episode_seed: int | None) -> int:

@@ -33,7 +33,7 @@ from lerobot_hydra.policies.lerobot.runtime import LeRobotPolicy, rows_of
 
 # Families whose `select_action` is a queue over `predict_action_chunk` (checked against their LeRobot source);
 # any other family keeps LeRobot's batch-wide `select_action` and runs its batches in lockstep.
-PER_ROW_FAMILIES = frozenset({"act", "diffusion", "vqbet", "smolvla", "pi0", "pi05"})
+PER_ROW_FAMILIES = frozenset({"act", "diffusion", "vqbet", "smolvla", "pi0", "pi05", "pi0_fast"})
 ACTION = "action"
 OBS_IMAGES = "observation.images"
 
@@ -52,7 +52,7 @@ class QueueLayout:
         history = {key: queue.maxlen for key, queue in queues.items() if key != ACTION}
         if getattr(policy.config, "temporal_ensemble_coeff", None) is not None:
             return cls(history, None, policy.temporal_ensembler)
-        # ACT, pi0 and pi0.5 queue actions in `_action_queue`; Diffusion, VQ-BeT and SmolVLA in `_queues`.
+        # ACT, pi0, pi0.5 and pi0-FAST queue actions in `_action_queue`; Diffusion, VQ-BeT and SmolVLA in `_queues`.
         queue = getattr(policy, "_action_queue", None)
         queue = queue if queue is not None else queues[ACTION]
         return cls(history, queue.maxlen)
