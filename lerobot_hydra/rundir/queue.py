@@ -202,8 +202,8 @@ class WorkQueue:
         except FileExistsError:
             pass
 
-    def recorded_elsewhere(self, claim: Claim, own_dir: Path) -> set[Unit]:
-        """The units of the claimed block that the block's earlier owners recorded in their run dirs."""
+    def earlier_dirs(self, claim: Claim, own_dir: Path) -> set[Path]:
+        """The run dirs of the claimed block's earlier owners, other than `own_dir`."""
         dirs = set()
         for gen in range(claim.gen):
             try:
@@ -212,6 +212,14 @@ class WorkQueue:
                 continue
             if owner is not None and Path(owner["dir"]) != own_dir:
                 dirs.add(Path(owner["dir"]))
+        return dirs
+
+    def recorded_elsewhere(self, claim: Claim, own_dir: Path) -> set[Unit]:
+        """The units of the claimed block that the block's earlier owners recorded in their run dirs."""
+        return self.recorded_in(claim, self.earlier_dirs(claim, own_dir))
+
+    def recorded_in(self, claim: Claim, dirs: set[Path]) -> set[Unit]:
+        """The units of the claimed block recorded in the run dirs `dirs`."""
         block = claim.block
         units: set[Unit] = set()
         for run_dir in dirs:
