@@ -6,6 +6,7 @@ Every episode is still a function of (seed, task, index), so where it ran never 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -111,14 +112,16 @@ def run_claimed(
     held: tuple[str, int] | None = None
     pools = PoolCache()
     with WorkQueue(root, regions, eval_cfg.shard_id, store.out_dir, eval_cfg.lease_s) as queue:
-        done = _Done(queue, recorder)
+        done, speed = _Done(queue, recorder), _Speed(queue)
         try:
             while (claim := done.next_claim(held)) is not None:
                 work, steps_only = _block_work(claim, queue, store, parts, recorder)
                 guard = _Guarded(claim, store, recorder, steps_only)
+                began = time.monotonic()
                 if work[0].episodes and (stopped := run_block(work, guard)) is not None:
                     done.flush()
                     return stopped, work
+                speed.ran(len(work[0].episodes), time.monotonic() - began)
                 if guard.dropped:
                     log.warning("lost the claim of %s/%d episodes %d-%d to another job", *_where(claim))
                 else:
@@ -136,6 +139,21 @@ def run_claimed(
             stop_worker_servers()
             store.write()  # whatever happened: the shard file, complete once the queue is drained
     return None, work
+
+
+class _Speed:
+    """This job's measured speed, published in the queue for the jobs' choices of blocks (rundir/queue.py): its
+    episodes per second over its blocks, the first block (which builds the policy and the envs) left out once
+    there are others."""
+
+    def __init__(self, queue: WorkQueue) -> None:
+        self.queue, self.blocks = queue, list[tuple[int, float]]()
+
+    def ran(self, episodes: int, seconds: float) -> None:
+        if episodes:
+            self.blocks.append((episodes, seconds))
+            counted = self.blocks[1:] or self.blocks
+            self.queue.report_rate(sum(n for n, _ in counted) / max(sum(s for _, s in counted), 1e-6))
 
 
 class _Done:
