@@ -19,7 +19,7 @@ from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.loggers.base import ExperimentLogger, build_loggers
 from lerobot_hydra.loggers.run_meta import shard_run, single_run
 from lerobot_hydra.outputs.publish import publish, publish_shard
-from lerobot_hydra.outputs.recording import recording
+from lerobot_hydra.outputs.recording import DatasetRecorder, recording
 from lerobot_hydra.outputs.video import VideoRecorder, without_missing_videos
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.results.aggregate import Results, aggregate
@@ -103,12 +103,7 @@ def evaluate_config(
         if dynamic:
             interrupted, work = run_claimed(cfg, eval_cfg, parts, store, identity, run_lanes, recorder)
             return _publish(cfg, eval_cfg, loggers, store, work, label, interrupted)
-
-        def again() -> set[tuple[str, int, int]]:
-            """Recorded episodes whose steps a killed session lost: they run again, for their steps only."""
-            return recorder.missing(store.done()) if recorder is not None else set()
-
-        work = plan_work(tasks, plan, store, again())
+        work = plan_work(tasks, plan, store, lost_steps(recorder, store))
         _log_plan(store, eval_cfg, plan, work)
         sequential = None
         if limit is not None:
@@ -129,7 +124,7 @@ def evaluate_config(
             interrupted, sequential = run_rounds(
                 eval_cfg,
                 store,
-                lambda: plan_work(tasks, plan, store, again()),
+                lambda: plan_work(tasks, plan, store, lost_steps(recorder, store)),
                 lambda todo: run_lanes(cfg, eval_cfg, parts, store, todo),
             )
         return _publish(cfg, eval_cfg, loggers, store, work, label, interrupted, sequential)
@@ -143,6 +138,11 @@ def _log_plan(store: RunStore, eval_cfg: EvalConfig, plan: list[TaskBlock], work
     num_shards = eval_cfg.num_shards or 1
     if num_shards > 1:
         log.info("shard %d of %d: %d episodes over %d tasks", eval_cfg.shard_id, num_shards, plan_size(plan), len(work))
+
+
+def lost_steps(recorder: DatasetRecorder | None, store: RunStore) -> set[tuple[str, int, int]]:
+    """Recorded episodes whose steps a killed session lost: they run again, for their steps only."""
+    return recorder.missing(store.done()) if recorder is not None else set()
 
 
 def plan_work(

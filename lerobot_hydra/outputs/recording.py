@@ -67,9 +67,8 @@ class DatasetRecorder:
     says which recorded episodes must run again for their steps."""
 
     def __init__(self, out_dir: Path, keys: str, images: str, fps: int, features_map: dict[str, str]) -> None:
-        # Imported here, in the run's thread, not in the writer's: two threads importing torch's module graph at
-        # once can see a partially initialized module.
-        self._cls = dataset_class()
+        self._cls: Any = None  # LeRobotDataset, imported by `prepare`
+        self._ready = threading.Event()
         self._out_dir = out_dir
         dropped = drop_unfinished(out_dir)
         if dropped:
@@ -87,6 +86,16 @@ class DatasetRecorder:
         self.task_index: dict[tuple[str, int], int] = {}  # (task group, task id) -> its position in the run
         self._thread = threading.Thread(target=self._write_all, name="lerobot_hydra-recording", daemon=True)
         self._thread.start()
+
+    def prepare(self) -> None:
+        """Imports LeRobot's dataset code (seconds), in the run's thread, not in the writer's: two threads importing
+        torch's module graph at once can see a partially initialized module. The lanes call it once their envs are
+        started, so that it overlaps the simulators being built in the workers."""
+        if self._cls is None:
+            try:
+                self._cls = dataset_class()
+            finally:
+                self._ready.set()
 
     def missing(self, recorded: set[Unit]) -> set[Unit]:
         """The episodes of `recorded` (their records exist) whose steps no finished part of this run holds."""
@@ -124,6 +133,7 @@ class DatasetRecorder:
         accepted are dropped. A failed write raises here, in one line."""
         with self._lock:
             self._held.clear()
+        self._ready.set()
         self._queue.put(None)
         self._thread.join()
         if self._error is not None:
@@ -147,6 +157,7 @@ class DatasetRecorder:
                     continue
                 steps, record = item
                 if part is None:
+                    self._ready.wait()
                     part = _Part(self._create(self._cls, steps[0]), self._root)
                 for step in steps:
                     part.dataset.add_frame(self._frame(step, record))

@@ -3,8 +3,8 @@
 Only two operations decide anything, and both are atomic on NFS (v3 and later): creating a file with
 `O_CREAT | O_EXCL`, and renaming a finished file over its name (core/durable.py). No locks, no database.
 
-    <root>/owners/<token>.json  one per job session: its shard id, host, pid and run dir; its mtime is the lease,
-                                renewed by a heartbeat thread every `lease_s / 4` seconds
+    <root>/owners/<token>.json  one per job session: its shard id, host, pid, run dir and measured speed (`_Pace`);
+                                its mtime is the lease, renewed by a heartbeat thread every `lease_s / 4` seconds
     <root>/claimed/<block>.<gen> the claim of block <block> (rollout/plan.py `claim_blocks`), holding its owner's
                                 token; generation 0 is the first claim, each take-over creates the next one
     <root>/finished/<block>     every episode of the block is recorded (somewhere)
