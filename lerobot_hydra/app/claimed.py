@@ -71,7 +71,9 @@ class _Guarded:
     episode of `steps_only` (recorded by an earlier owner, whose recording of its steps was lost) goes to the
     recorder only."""
 
-    def __init__(self, claim: Claim, store: RunStore, recorder: DatasetRecorder | None, steps_only: set) -> None:
+    def __init__(
+        self, claim: Claim, store: RunStore, recorder: DatasetRecorder | None, steps_only: set[tuple[str, int, int]]
+    ) -> None:
         self.claim, self.store, self.recorder, self.steps_only, self.dropped = claim, store, recorder, steps_only, 0
 
     def __call__(self, record: EpisodeRecord) -> None:
