@@ -2,11 +2,14 @@
 
     PYTHONPATH=$PWD python speed/recording.py          # short runs: the fixed cost shows
     PYTHONPATH=$PWD python speed/recording.py --long   # MetaWorld state, 2 tasks x 20 episodes
+    PYTHONPATH=$PWD python speed/recording.py --act    # MetaWorld state with a real policy: a tiny ACT
 
 Whole `python eval.py` runs (LeRobot's dataset code is imported only when recording, and counts), random policy:
 MetaWorld state (2 tasks x 4 episodes of 150 steps, batch 2) and PushT pixels + state (96x96, 4 episodes of 150
-steps, batch 2), images as video and as PNG frames. Prints off/on (target >= 0.8 for state: recording costs at
-most a quarter of the run) and the dataset's bytes per recorded step; the records must be identical.
+steps, batch 2), images as video and as PNG frames. `--act`: the MetaWorld workload with a tiny ACT (built locally
+by tests/helpers/lerobot_checkpoints.py) instead of random actions, whose per-step cost is a real policy's.
+Prints off/on (target >= 0.8 for state: recording costs at most a quarter of the run) and the dataset's bytes per
+recorded step; the records must be identical.
 """
 
 from __future__ import annotations
@@ -58,7 +61,18 @@ def compare(name: str, workload: list[str], target: float | None, *recording: st
     return verdict(name, off_s / on_s, target, detail) and same
 
 
+def act_workload(directory: Path) -> list[str]:
+    sys.path.insert(0, str(ROOT))
+    from tests.helpers.lerobot_checkpoints import tiny_act
+
+    return ["policy=act", f"policy.path={tiny_act(directory / 'act')}", *METAWORLD[1:]]
+
+
 def main() -> int:
+    if "--act" in sys.argv:  # a real policy: LeRobot is imported for it anyway, inference costs per step
+        with tempfile.TemporaryDirectory() as tmp:
+            workload = act_workload(Path(tmp))
+            return 0 if compare("MetaWorld state, tiny ACT, off / on", [*workload, *EPISODES], 0.8) else 1
     if "--long" in sys.argv:  # the fixed cost (importing LeRobot's dataset code) amortized over 40 episodes
         return 0 if compare("MetaWorld state x 20 episodes, off / on", [*METAWORLD, "eval.n_episodes=20"], 0.8) else 1
     ok = compare("MetaWorld state, recording off / on", [*METAWORLD, *EPISODES], 0.8)

@@ -19,7 +19,7 @@ from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.loggers.base import ExperimentLogger, build_loggers
 from lerobot_hydra.loggers.run_meta import shard_run, single_run
 from lerobot_hydra.outputs.publish import publish, publish_shard
-from lerobot_hydra.outputs.recording import recording
+from lerobot_hydra.outputs.recording import DatasetRecorder, recording
 from lerobot_hydra.outputs.video import VideoRecorder, without_missing_videos
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.results.aggregate import Results, aggregate
@@ -97,13 +97,13 @@ def evaluate_config(
         recording(eval_cfg, parts.env, tasks, out_dir) as recorder,
     ):
         if recorder is not None:
-            store.on_added = recorder.write
+            store.on_added = store.on_again = recorder.write
         if on_locked is not None:
             on_locked()
         if dynamic:
-            interrupted, work = run_claimed(cfg, eval_cfg, parts, store, identity, run_lanes)
+            interrupted, work = run_claimed(cfg, eval_cfg, parts, store, identity, run_lanes, recorder)
             return _publish(cfg, eval_cfg, loggers, store, work, label, interrupted)
-        work = plan_work(tasks, plan, store)
+        work = plan_work(tasks, plan, store, lost_steps(recorder, store))
         _log_plan(store, eval_cfg, plan, work)
         sequential = None
         if limit is not None:
@@ -124,7 +124,7 @@ def evaluate_config(
             interrupted, sequential = run_rounds(
                 eval_cfg,
                 store,
-                lambda: plan_work(tasks, plan, store),
+                lambda: plan_work(tasks, plan, store, lost_steps(recorder, store)),
                 lambda todo: run_lanes(cfg, eval_cfg, parts, store, todo),
             )
         return _publish(cfg, eval_cfg, loggers, store, work, label, interrupted, sequential)
@@ -140,10 +140,18 @@ def _log_plan(store: RunStore, eval_cfg: EvalConfig, plan: list[TaskBlock], work
         log.info("shard %d of %d: %d episodes over %d tasks", eval_cfg.shard_id, num_shards, plan_size(plan), len(work))
 
 
-def plan_work(tasks: list[TaskSpec], plan: list[TaskBlock], store: RunStore) -> list[TaskWork]:
-    """Each planned task's episodes not yet recorded in `store`, in task order; linear in the episodes."""
+def lost_steps(recorder: DatasetRecorder | None, store: RunStore) -> set[tuple[str, int, int]]:
+    """Recorded episodes whose steps a killed session lost: they run again, for their steps only."""
+    return recorder.missing(store.done()) if recorder is not None else set()
+
+
+def plan_work(
+    tasks: list[TaskSpec], plan: list[TaskBlock], store: RunStore, again: set[tuple[str, int, int]] | None = None
+) -> list[TaskWork]:
+    """Each planned task's episodes not yet recorded in `store` (and those of `again`, recorded but to run again
+    for their steps), in task order; linear in the episodes."""
     by_key = {t.key: t for t in tasks}
-    done = store.done()
+    done = store.done() - (again or set())
     recorded, successes = store.recorded_per_task()
     work = []
     for block in plan:

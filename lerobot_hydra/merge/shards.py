@@ -154,7 +154,7 @@ def _write_merged(result: MergeResult, several: bool, baseline: str | None) -> N
     from lerobot_hydra.loggers.run_meta import saved_run_config
     from lerobot_hydra.merge.summary import publish_summary, sweep_entry
     from lerobot_hydra.outputs.publish import publish_merged
-    from lerobot_hydra.outputs.recording import merge_recordings
+    from lerobot_hydra.outputs.recording_parts import merge_recordings
 
     entries = []
     for combo, results in result.merged:
@@ -172,7 +172,8 @@ def _write_merged(result: MergeResult, several: bool, baseline: str | None) -> N
             )
             eval_info = out_dir / EVAL_INFO_FILE
             result.written.append(eval_info)
-            recorded = merge_recordings([s.dir for s in combo.shards], out_dir)
+            units = {r.unit for r in results.episodes}
+            recorded = merge_recordings([s.dir for s in combo.shards], out_dir, units)
             result.written.extend([recorded] if recorded is not None else [])
         else:
             eval_info = combo.shards[0].dir / EVAL_INFO_FILE

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import shutil
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,35 +22,23 @@ from lerobot_hydra.config.schema import EvalConfig
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
+from lerobot_hydra.outputs.recording_parts import (
+    Unit,
+    dataset_class,
+    drop_unfinished,
+    mark_finished,
+    next_part,
+    stepped_units,
+)
 from lerobot_hydra.rollout.recording import Step, using_recorder
 
 log = logging.getLogger("lerobot_hydra")
 
-RECORDING_DIR = "recording"
+# A part is finalized (and its episodes safe from a kill) every this many episodes, and at the end of each block a
+# dynamic shard claimed (`DatasetRecorder.cut`).
+PART_EPISODES = 10
 _EVAL_FEATURES = ("eval.seed", "eval.task_index", "eval.task_id", "eval.episode_index")
 _STEP_FEATURES = {"next.reward": "float32", "next.done": "bool", "next.success": "bool"}
-
-
-def dataset_class() -> Any:
-    """LeRobot's `LeRobotDataset`, or a one-line UserError when this LeRobot cannot write datasets."""
-    try:
-        from lerobot.datasets.lerobot_dataset import LeRobotDataset
-    except ImportError as err:
-        raise UserError(
-            f"eval.record needs LeRobot's dataset writer ({err}); install lerobot>=0.4 or unset it"
-        ) from None
-    if not all(hasattr(LeRobotDataset, name) for name in ("create", "add_frame", "save_episode", "finalize")):
-        raise UserError("eval.record needs LeRobot's v3 dataset writer (lerobot>=0.4); upgrade LeRobot or unset it")
-    return LeRobotDataset
-
-
-def next_part(out_dir: Path) -> Path:
-    """A new part dir under `<out_dir>/recording` (parts of earlier sessions of a resumed run are kept)."""
-    parent = out_dir / RECORDING_DIR
-    k = 0
-    while (parent / f"part-{k:03d}").exists():
-        k += 1
-    return parent / f"part-{k:03d}"
 
 
 @contextmanager
@@ -75,52 +61,85 @@ def recording(
 
 class DatasetRecorder:
     """Holds each ended episode's steps until its record is accepted (`write`), then hands them to a writer thread
-    that saves them as one episode: the lanes go on stepping meanwhile."""
+    that saves them as one episode: the lanes go on stepping meanwhile. The episodes go into parts of at most
+    `PART_EPISODES` episodes, each finalized on its own (outputs/recording_parts.py), so a killed process loses only
+    the steps of its unfinished part; the parts a killed session left unfinished are deleted here, and `missing`
+    says which recorded episodes must run again for their steps."""
 
     def __init__(self, out_dir: Path, keys: str, images: str, fps: int, features_map: dict[str, str]) -> None:
-        # Imported here, in the run's thread, not in the writer's: two threads importing torch's module graph at
-        # once can see a partially initialized module.
-        self._cls = dataset_class()
+        self._cls: Any = None  # LeRobotDataset, imported by `prepare`
+        self._ready = threading.Event()
+        self._out_dir = out_dir
+        dropped = drop_unfinished(out_dir)
+        if dropped:
+            log.info("deleted %d recording part(s) a killed session left unfinished", len(dropped))
+        self.stepped: set[Unit] = stepped_units(out_dir)  # in a finished part, or queued to the writer
         self._root = next_part(out_dir)
         self._keys = None if keys.strip() == "all" else [k.strip() for k in keys.split(",") if k.strip()]
         self._images, self._fps, self._names = images, fps, features_map
-        self._held: dict[tuple[str, int, int], list[Step]] = {}
+        self._held: dict[Unit, list[Step]] = {}
         self._lock = threading.Lock()
         self._recorded: list[str] | None = None
-        self._queue: queue.Queue[tuple[list[Step], EpisodeRecord] | None] = queue.Queue(maxsize=8)
+        self._queue: queue.Queue[tuple[list[Step], EpisodeRecord] | threading.Event | None] = queue.Queue(maxsize=8)
         self._error: BaseException | None = None
         self.episodes = 0
         self.task_index: dict[tuple[str, int], int] = {}  # (task group, task id) -> its position in the run
         self._thread = threading.Thread(target=self._write_all, name="lerobot_hydra-recording", daemon=True)
         self._thread.start()
 
-    def hold(self, unit: tuple[str, int, int], steps: list[Step]) -> None:
+    def prepare(self) -> None:
+        """Imports LeRobot's dataset code (seconds), in the run's thread, not in the writer's: two threads importing
+        torch's module graph at once can see a partially initialized module. The lanes call it once their envs are
+        started, so that it overlaps the simulators being built in the workers."""
+        if self._cls is None:
+            try:
+                self._cls = dataset_class()
+            finally:
+                self._ready.set()
+
+    def missing(self, recorded: set[Unit]) -> set[Unit]:
+        """The episodes of `recorded` (their records exist) whose steps no finished part of this run holds."""
+        return recorded - self.stepped
+
+    def hold(self, unit: Unit, steps: list[Step]) -> None:
         with self._lock:
             self._held[unit] = steps
 
     def write(self, record: EpisodeRecord) -> None:
-        """Queues the held steps of `record`'s episode (called once the run store accepted the record)."""
+        """Queues the held steps of `record`'s episode (called once the run store accepted the record, or when an
+        episode recorded earlier ran again for its steps); an episode whose steps are recorded is not again."""
         with self._lock:
             steps = self._held.pop(record.unit, None)
-            if not steps:
+            if not steps or record.unit in self.stepped:
                 return
+            self.stepped.add(record.unit)
             if self._recorded is None:
                 self._recorded = self._observation_keys(steps[0]["observation"])
         if self._error is not None:
             raise self._failed()
         self._queue.put((steps, record))
 
+    def cut(self) -> None:
+        """Finalizes the part being written (every episode written so far is then safe from a kill) and returns
+        once it is; the next episode starts a new part."""
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait()
+        if self._error is not None:
+            raise self._failed()
+
     def close(self) -> None:
-        """Writes what is queued and finalizes the dataset (its parquet footers and metadata); episodes never
+        """Writes what is queued and finalizes the last part (its parquet footers and metadata); episodes never
         accepted are dropped. A failed write raises here, in one line."""
         with self._lock:
             self._held.clear()
+        self._ready.set()
         self._queue.put(None)
         self._thread.join()
         if self._error is not None:
             raise self._failed()
         if self.episodes:
-            log.info("recorded %d episodes as a LeRobot dataset in %s", self.episodes, self._root)
+            log.info("recorded %d episodes as a LeRobot dataset in %s", self.episodes, self._root.parent)
 
     def _failed(self) -> UserError:
         if isinstance(self._error, UserError):
@@ -128,22 +147,43 @@ class DatasetRecorder:
         return UserError(f"recording the rollouts into {self._root} failed ({self._error!r}); the records are kept")
 
     def _write_all(self) -> None:
-        dataset: Any = None
+        part: _Part | None = None
         try:
-            for steps, record in iter(self._queue.get, None):
-                if dataset is None:
-                    dataset = self._create(self._cls, steps[0])
+            for item in iter(self._queue.get, None):
+                if isinstance(item, threading.Event):
+                    self._finish(part)
+                    part = None
+                    item.set()
+                    continue
+                steps, record = item
+                if part is None:
+                    self._ready.wait()
+                    part = _Part(self._create(self._cls, steps[0]), self._root)
                 for step in steps:
-                    dataset.add_frame(self._frame(step, record))
-                dataset.save_episode()
+                    part.dataset.add_frame(self._frame(step, record))
+                part.dataset.save_episode()
+                part.units.append(record.unit)
                 self.episodes += 1
-        except BaseException as err:  # surfaces in the run's thread (`write`, `close`)
+                if len(part.units) >= PART_EPISODES:
+                    self._finish(part)
+                    part = None
+        except BaseException as err:  # surfaces in the run's thread (`write`, `cut`, `close`)
             self._error = err
-            while self._queue.get() is not None:  # unblock the lanes until the run closes the recorder
-                pass
+            while (item := self._queue.get()) is not None:  # unblock the lanes until the run closes the recorder
+                if isinstance(item, threading.Event):
+                    item.set()
         finally:
-            if dataset is not None:
-                dataset.finalize()
+            try:
+                self._finish(part)
+            except BaseException as err:
+                self._error = self._error or err
+
+    def _finish(self, part: _Part | None) -> None:
+        """Finalizes `part` and declares it finished; the next episode goes into a new part."""
+        if part is not None:
+            part.dataset.finalize()
+            mark_finished(part.root, part.units)
+            self._root = next_part(self._out_dir)
 
     def _observation_keys(self, observation: dict[str, np.ndarray]) -> list[str]:
         if self._keys is None:
@@ -201,46 +241,13 @@ class DatasetRecorder:
         return frame
 
 
+class _Part:
+    """The LeRobot dataset being written and the episodes it holds so far."""
+
+    def __init__(self, dataset: Any, root: Path) -> None:
+        self.dataset, self.root, self.units = dataset, root, list[Unit]()
+
+
 def _vector(value: Any, dtype: type) -> np.ndarray:
     array = np.asarray(value, dtype=dtype)
     return array.reshape(1) if array.ndim == 0 else array
-
-
-def recorded_parts(run_dirs: list[Path]) -> list[Path]:
-    """The finalized recording parts of `run_dirs`, in order (a part a killed session left unfinished is skipped)."""
-    parts = []
-    for run_dir in run_dirs:
-        for part in sorted((run_dir / RECORDING_DIR).glob("part-*")):
-            if (part / "meta" / "info.json").is_file() and any((part / "meta" / "episodes").rglob("*.parquet")):
-                parts.append(part)
-            else:
-                log.warning("skipping %s: a recording its session did not finish", part)
-    return parts
-
-
-def merge_recordings(run_dirs: list[Path], out_dir: Path) -> Path | None:
-    """Every recorded episode of `run_dirs` joined into one dataset, `<out_dir>/recording`, with LeRobot's
-    `aggregate_datasets` (rebuilt by each merge); None when nothing was recorded."""
-    parts = recorded_parts(run_dirs)
-    if not parts:
-        return None
-    dataset_class()  # one line when this LeRobot cannot
-    from lerobot.datasets.aggregate import aggregate_datasets
-
-    target = out_dir / RECORDING_DIR
-    # Hugging Face `datasets` reads parquet files through glob patterns, and sweep job dirs are named after their
-    # overrides (`env.task=[a,b]`): the parts are linked into, and joined in, a staging dir free of such characters.
-    with tempfile.TemporaryDirectory(prefix="lerobot_hydra-recording-") as staging:
-        links = []
-        for k, part in enumerate(parts):
-            links.append(Path(staging) / f"part-{k:03d}")
-            links[-1].symlink_to(part.resolve(), target_is_directory=True)
-        joined = Path(staging) / "merged"
-        ids = [f"local/part-{k:03d}" for k in range(len(parts))]
-        aggregate_datasets(ids, f"local/{out_dir.name}", roots=links, aggr_root=joined)
-        building = out_dir / f"{RECORDING_DIR}.merging"
-        shutil.rmtree(building, ignore_errors=True)
-        shutil.copytree(joined, building)
-    shutil.rmtree(target, ignore_errors=True)
-    building.rename(target)
-    return target

@@ -22,6 +22,7 @@ from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.processors.pipeline import Pipeline
 from lerobot_hydra.rollout.filming import Filming
 from lerobot_hydra.rollout.progress import Progress
+from lerobot_hydra.rollout.recording import step_recorder
 from lerobot_hydra.rollout.runner import OnRecord, RolloutContext, TaskWork, run_segment
 from lerobot_hydra.vector.task_envs import EnvPool, close_pools, create_pools
 
@@ -132,6 +133,10 @@ class _Lanes:
                     started.exception()  # let the start finish, so that every worker it opened is closed below
                     raise
                 lane_pools = started.result()
+            if (recorder := step_recorder()) is not None:
+                # Its slow imports, once no other thread of this run imports: they overlap the simulators that the
+                # async workers are building in their own processes.
+                recorder.prepare()
             if len(self.lanes) == 1:
                 self._run_lane(self.lanes[0], lane_pools[0], built)
             else:

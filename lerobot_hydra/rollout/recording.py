@@ -18,6 +18,11 @@ Step = dict[str, Any]  # one step: observation (flattened raw keys), action, rew
 class StepRecorder(Protocol):
     """Thread-safe: parallel lanes hand their episodes to the same recorder."""
 
+    def prepare(self) -> None:
+        """Loads what writing needs (slow imports); called by the lanes once their policy is built and their envs
+        are started (no other thread of the run imports then), while async workers build their simulators."""
+        ...
+
     def hold(self, unit: tuple[str, int, int], steps: list[Step]) -> None:
         """The steps of the episode `unit` (task group, task id, episode index), which has just ended; they are
         written when its record is accepted, and replaced if the episode runs again."""

@@ -3,8 +3,8 @@
 Only two operations decide anything, and both are atomic on NFS (v3 and later): creating a file with
 `O_CREAT | O_EXCL`, and renaming a finished file over its name (core/durable.py). No locks, no database.
 
-    <root>/owners/<token>.json  one per job session: its shard id, host, pid and run dir; its mtime is the lease,
-                                renewed by a heartbeat thread every `lease_s / 4` seconds
+    <root>/owners/<token>.json  one per job session: its shard id, host, pid, run dir and measured speed (`_Pace`);
+                                its mtime is the lease, renewed by a heartbeat thread every `lease_s / 4` seconds
     <root>/claimed/<block>.<gen> the claim of block <block> (rollout/plan.py `claim_blocks`), holding its owner's
                                 token; generation 0 is the first claim, each take-over creates the next one
     <root>/finished/<block>     every episode of the block is recorded (somewhere)
@@ -74,8 +74,9 @@ class WorkQueue:
         for sub in (QUEUE_OWNERS_DIR, QUEUE_CLAIMS_DIR, QUEUE_DONE_DIR):
             (root / sub).mkdir(parents=True, exist_ok=True)
         self._owner_path = root / QUEUE_OWNERS_DIR / f"{self.token}.json"
-        info = {"shard_id": shard_id, "host": socket.gethostname(), "pid": os.getpid(), "dir": str(run_dir)}
-        write_json_atomic(self._owner_path, info)
+        self._info = {"shard_id": shard_id, "host": socket.gethostname(), "pid": os.getpid(), "dir": str(run_dir)}
+        write_json_atomic(self._owner_path, self._info)
+        self.rate: float | None = None  # episodes per second this job runs (`report_rate`)
         self._stop = threading.Event()
         self._beat = threading.Thread(target=self._renew, name="lerobot_hydra-lease", daemon=True)
 
@@ -93,6 +94,11 @@ class WorkQueue:
                 os.utime(self._owner_path)
             except OSError:  # a hiccup of the file server: the next beat tries again
                 pass
+
+    def report_rate(self, rate: float) -> None:
+        """Publishes this job's measured speed (episodes per second) in its owner file, for the others' choices."""
+        self.rate = rate
+        write_json_atomic(self._owner_path, {**self._info, "rate": rate})
 
     def _now(self) -> float:
         """The file server's time: this session's owner file, touched now (renewing its lease too)."""
@@ -176,8 +182,12 @@ class WorkQueue:
             now = self._now()
             taken = [i for i in sorted(claims) if i not in done]
             free = [i for i in taken if self._expired(self._token_of(claims[i][1], now), now)]
+        leave = _Pace(self, done, claims) if self.rate else None
         while free:  # another job may create the same claim first: then the next candidate, at once
             index = self._pick(free, held)
+            if leave is not None and leave(self.blocks[index]):
+                free.remove(index)
+                continue
             claim = self._create(index, claims[index][0] + 1 if index in claims else 0)
             if claim is not None:
                 return claim
@@ -202,8 +212,8 @@ class WorkQueue:
         except FileExistsError:
             pass
 
-    def recorded_elsewhere(self, claim: Claim, own_dir: Path) -> set[Unit]:
-        """The units of the claimed block that the block's earlier owners recorded in their run dirs."""
+    def earlier_dirs(self, claim: Claim, own_dir: Path) -> set[Path]:
+        """The run dirs of the claimed block's earlier owners, other than `own_dir`."""
         dirs = set()
         for gen in range(claim.gen):
             try:
@@ -212,6 +222,14 @@ class WorkQueue:
                 continue
             if owner is not None and Path(owner["dir"]) != own_dir:
                 dirs.add(Path(owner["dir"]))
+        return dirs
+
+    def recorded_elsewhere(self, claim: Claim, own_dir: Path) -> set[Unit]:
+        """The units of the claimed block that the block's earlier owners recorded in their run dirs."""
+        return self.recorded_in(claim, self.earlier_dirs(claim, own_dir))
+
+    def recorded_in(self, claim: Claim, dirs: set[Path]) -> set[Unit]:
+        """The units of the claimed block recorded in the run dirs `dirs`."""
         block = claim.block
         units: set[Unit] = set()
         for run_dir in dirs:
@@ -219,3 +237,51 @@ class WorkQueue:
                 if record.unit[:2] == block.key and record.unit[2] in block.episodes:
                     units.add(record.unit)
         return units
+
+
+class _Pace:
+    """Whether this job should leave a block to the others: it would end it later than they could, near the end.
+    With `U` the episodes nobody claimed and `C` the other live jobs' summed speeds, a job of speed `r` takes a block
+    of `n` episodes while `n / r <= U / C` (the others have work until then anyway); otherwise only if it would end
+    the block before any other job could: that job's current block ends, then it runs this one at its speed. So a
+    slow job does not start a block late that holds everyone back, and the last blocks go to the fastest jobs."""
+
+    def __init__(self, queue: WorkQueue, done: set[int], claims: dict[int, tuple[int, str]]) -> None:
+        self.queue, self.done, self.claims = queue, done, claims
+        self._others: tuple[dict[str, float], dict[str, float]] | None = None
+
+    def _measure(self) -> tuple[dict[str, float], dict[str, float]]:
+        """(live other jobs' speeds, seconds until each one's latest block ends)."""
+        q, now = self.queue, self.queue._now()
+        rates = {}
+        for name in os.listdir(q.root / QUEUE_OWNERS_DIR):
+            token = name.removesuffix(".json")
+            owner = q._owner(token) if token != q.token and not q._expired(token, now) else None
+            if owner is not None and float(owner.get("rate") or 0) > 0:
+                rates[token] = float(owner["rate"])
+        busy: dict[str, float] = {}
+        for index, (_, name) in self.claims.items():
+            if index in self.done:
+                continue
+            try:
+                token, started = q._token_of(name, now), (q.root / QUEUE_CLAIMS_DIR / name).stat().st_mtime
+            except OSError:
+                continue
+            if token in rates:
+                left = started + len(q.blocks[index].episodes) / rates[token] - now
+                busy[token] = max(busy.get(token, 0.0), left, 0.0)
+        return rates, busy
+
+    def __call__(self, block: TaskBlock) -> bool:
+        q = self.queue
+        assert q.rate is not None
+        if self._others is None:
+            self._others = self._measure()
+        rates, busy = self._others
+        if not rates:
+            return False
+        n = len(block.episodes)
+        unclaimed = sum(len(b.episodes) for i, b in enumerate(q.blocks) if i not in self.done and i not in self.claims)
+        if n / q.rate <= unclaimed / sum(rates.values()):
+            return False
+        return n / q.rate > min(busy.get(t, 0.0) + n / r for t, r in rates.items())

@@ -77,8 +77,10 @@ class RunStore:
         # Set by a dynamic shard (rundir/queue.py): whether the sweep's queue was drained, which is what complete
         # means for it (its own records are only its part of the plan).
         self.drained: bool | None = None
-        # Called with each record the store accepts (a rollout recorder writes the episode's steps then).
+        # Called with each record the store accepts (a rollout recorder writes the episode's steps then), and with
+        # each record of an episode recorded earlier that ran again (for its steps: outputs/recording.py).
         self.on_added: Callable[[EpisodeRecord], None] | None = None
+        self.on_again: Callable[[EpisodeRecord], None] | None = None
         self.stopped: dict[tuple[str, int], int] = {}  # sequential stopping: task -> episodes it stopped after
         self._lock = DirLock(out_dir, "an evaluation").acquire()
         self._heartbeat_stop = threading.Event()
@@ -188,6 +190,8 @@ class RunStore:
             self.records.append(record)
             if self.on_added is not None:
                 self.on_added(record)
+        elif self.on_again is not None:
+            self.on_again(record)
 
     def sorted_records(self) -> list[EpisodeRecord]:
         return sort_records(self.records, self._task_order)

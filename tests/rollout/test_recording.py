@@ -90,8 +90,9 @@ def test_a_two_shard_dynamic_slurm_sweep_merges_its_recordings_into_one_dataset(
         multirun=True,
     )
     merged = read_json(tmp_path / "eval_info.json")
-    parts = sorted(tmp_path.rglob("shard_*/recording/part-000"))
-    assert 1 <= len(parts) <= 2  # a dynamic shard that claimed nothing records nothing
+    parts = sorted(p for p in tmp_path.rglob("shard_*/recording/part-*") if p.is_dir())
+    assert len(parts) >= 1  # a dynamic shard that claimed nothing records nothing
+    assert all(p.with_name(p.name + ".units.json").is_file() for p in parts)  # every part finished
     # (job dirs named after overrides like env.task=[a,b] are globs to Hugging Face datasets: read their info.json)
     assert sum(read_json(p / "meta" / "info.json")["total_episodes"] for p in parts) == len(merged["episodes"])
     assert_matches(load(tmp_path / "recording"), merged["episodes"])

@@ -110,3 +110,29 @@ def test_a_killed_jobs_block_is_taken_over_at_once(tmp_path: Path) -> None:
         assert other.try_claim(None) is False  # held by this job now
         other.finish(claim)
         assert other.try_claim(None) is True  # every block done
+
+
+def test_a_slow_job_leaves_the_last_blocks_to_a_faster_one(tmp_path: Path) -> None:
+    """Near the end a job that would end a block after a faster job could (its current block ended first) leaves
+    it; with work enough for the others it takes its blocks as before."""
+    one = [TaskBlock("g", 0, k, k) for k in range(3)]
+    slow = WorkQueue(tmp_path / "q", [one[:1], one[1:]], 0, tmp_path / "a", lease_s=60)
+    fast = WorkQueue(tmp_path / "q", [one[:1], one[1:]], 1, tmp_path / "b", lease_s=60)
+    slow.report_rate(0.2)  # 5 s an episode
+    fast.report_rate(1.0)  # 1 s an episode
+    running = fast.try_claim(None)
+    assert isinstance(running, Claim) and running.index == 1
+    # Two 1-episode blocks left: the fast job ends its block in ~1 s and one more in ~2 s, before the slow one's 5 s.
+    assert slow.try_claim(None) is False
+    fast.finish(running)
+    second = fast.try_claim(("g", 0))
+    assert isinstance(second, Claim) and second.index in (0, 2)
+    # With many blocks left for the fast job the slow one takes its own as soon as it asks.
+    many = [TaskBlock("g", 0, k, k) for k in range(40)]
+    slow = WorkQueue(tmp_path / "q2", [many[:20], many[20:]], 0, tmp_path / "a", lease_s=60)
+    fast = WorkQueue(tmp_path / "q2", [many[:20], many[20:]], 1, tmp_path / "b", lease_s=60)
+    slow.report_rate(0.2)
+    fast.report_rate(1.0)
+    assert isinstance(fast.try_claim(None), Claim)
+    got = slow.try_claim(None)
+    assert isinstance(got, Claim) and got.index == 0
