@@ -1,8 +1,8 @@
-"""One-row LeRobot families (their noise drawn from torch's global generators: X-VLA, GR00T N1.7, multi_task_dit)
-through the policy server, from tiny offline builds on PushT: each request row runs alone on the server with the
-global generators set to the state it carries, so the episodes are those of in-process evaluation at another batch
-size, and the rows of two clients batched together get the actions in-process gives them. A family whose chunks
-depend on state a request does not carry is refused in one line."""
+"""One-row LeRobot families (their noise drawn from torch's global generators: X-VLA, GR00T N1.7, multi_task_dit,
+VQ-BeT) through the policy server, from tiny offline builds on PushT: each request row runs alone on the server
+with the global generators set to the state it carries, so the episodes are those of in-process evaluation at
+another batch size, and the rows of two clients batched together get the actions in-process gives them. A family
+whose chunks depend on state a request does not carry is refused in one line."""
 
 from __future__ import annotations
 
@@ -31,43 +31,61 @@ PUSHT = ["env=pusht", "device=cpu"]
 RUN = [*PUSHT, "eval.use_async_envs=false", "eval.max_episodes_rendered=0"]
 
 
+class Checkpoints(dict):
+    """Each family's policy overrides, its tiny checkpoint built at first use (then kept for the module)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self.root = root
+
+    def __missing__(self, kind: str) -> list[str]:
+        import lerobot.policies  # noqa: F401  registers the families
+        from lerobot.configs.policies import PreTrainedConfig
+
+        from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06
+
+        if kind not in PreTrainedConfig.get_known_choices() or (kind != "vqbet" and not lerobot_06()):
+            pytest.skip(LEROBOT_06_ONLY)
+        self[kind] = [f"policy={kind}", f"policy.path={self._build(kind)}", "policy.overrides=null"]
+        return self[kind]
+
+    def _build(self, kind: str) -> Path:
+        """Chunks of 4 actions (VQ-BeT: 5); multi_task_dit with 2 observations of history, VQ-BeT with 5."""
+        from tests.helpers.tiny_groot import tiny_groot
+        from tests.helpers.tiny_xvla import tiny_xvla
+
+        directory = self.root / kind
+        if kind == "xvla":
+            return tiny_xvla(directory, PUSHT_PIXELS, PUSHT_ACTION)
+        if kind == "groot":
+            return tiny_groot(directory, PUSHT_PIXELS, PUSHT_ACTION)
+        config = tiny_multi_task_dit_config(self.root) if kind == "multi_task_dit" else {}
+        config = {"pretrained_backbone_weights": None} if kind == "vqbet" else config
+        return save_checkpoint(directory, kind, PUSHT_PIXELS, PUSHT_ACTION, **config)
+
+
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
-    """Chunks of 4 actions each; multi_task_dit with 2 observations of history."""
-    import lerobot.policies  # noqa: F401  registers the families
-    from lerobot.configs.policies import PreTrainedConfig
-
-    from tests.helpers.tiny_groot import tiny_groot
-    from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06
-    from tests.helpers.tiny_xvla import tiny_xvla
-
-    if "multi_task_dit" not in PreTrainedConfig.get_known_choices() or not lerobot_06():
-        pytest.skip(LEROBOT_06_ONLY)
-    root = tmp_path_factory.mktemp("one_row")
-    dit = save_checkpoint(
-        root / "dit", "multi_task_dit", PUSHT_PIXELS, PUSHT_ACTION, **tiny_multi_task_dit_config(root)
-    )
-    return {
-        "xvla": ["policy=xvla", f"policy.path={tiny_xvla(root / 'xvla', PUSHT_PIXELS, PUSHT_ACTION)}"],
-        "groot": ["policy=groot", f"policy.path={tiny_groot(root / 'groot', PUSHT_PIXELS, PUSHT_ACTION)}"],
-        "multi_task_dit": ["policy=multi_task_dit", f"policy.path={dit}"],
-    }
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Checkpoints:
+    return Checkpoints(tmp_path_factory.mktemp("one_row"))
 
 
 def outcomes(run_dir: Path) -> list[tuple]:
     return sorted(outcome(r) for r in read_episodes(run_dir))
 
 
-@pytest.mark.parametrize("kind", ["xvla", "groot", "multi_task_dit"])
+HISTORY = {"multi_task_dit": 2, "vqbet": 5}
+
+
+@pytest.mark.parametrize("kind", ["xvla", "groot", "multi_task_dit", "vqbet"])
 def test_a_one_row_family_through_the_server_records_as_in_process(
-    checkpoints: dict[str, list[str]], tmp_path: Path, kind: str
+    checkpoints: Checkpoints, tmp_path: Path, kind: str
 ) -> None:
     """Episodes of 6 steps, 2 chunks each: the second chunk's noise continues from the state the first one's reply
     carried (and multi_task_dit's history holds two frames); 2 sub-envs here, 3 in process, and a finished row
     starts the next episode at once."""
     from tests.serving.test_policy_server import served
 
-    policy = [*checkpoints[kind], "policy.overrides=null"]
+    policy = checkpoints[kind]
     common = [*RUN, "env.episode_length=6", "eval.n_episodes=3"]
     evaluate_here(tmp_path / "here", *policy, *common, "eval.batch_size=3")
     here = outcomes(tmp_path / "here")
@@ -78,12 +96,12 @@ def test_a_one_row_family_through_the_server_records_as_in_process(
         stats = server.stats.snapshot()
         history = server.metadata["lerobot_hydra"]["history"]
     assert outcomes(tmp_path / "remote") == here
-    assert stats["rows"] == 6 and stats["requests"] == 4  # 2 chunks for each of 3 rows, at most 2 rows a request
-    assert history == (2 if kind == "multi_task_dit" else 1)
+    assert stats["rows"] == 6 and stats["requests"] == 4  # 2 chunks for each of 3 episodes on 2 sub-envs
+    assert history == HISTORY.get(kind, 1)
 
 
 def test_rows_of_two_clients_batched_on_the_server_get_their_in_process_actions(
-    checkpoints: dict[str, list[str]], tmp_path: Path
+    checkpoints: Checkpoints, tmp_path: Path
 ) -> None:
     """Two clients (2 rows and 1) step at once; their chunk requests meet in one server batch of 3 rows. Each row's
     actions over two chunks are those of an in-process one-row policy whose rows hold the same episodes."""
@@ -92,7 +110,7 @@ def test_rows_of_two_clients_batched_on_the_server_get_their_in_process_actions(
     from tests.lerobot.test_lerobot_policies import first_batch
     from tests.serving.test_policy_server import health, serve_config, served
 
-    policy = [*checkpoints["xvla"], "policy.overrides=null"]
+    policy = checkpoints["xvla"]
     cfg = serve_config(*PUSHT, *policy, name="config")
     env = instantiate_node(cfg.env)
     here = instantiate_node(cfg.policy).build(env, "cpu")
