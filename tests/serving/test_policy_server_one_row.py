@@ -46,7 +46,8 @@ class Checkpoints(dict):
 
         if kind not in PreTrainedConfig.get_known_choices() or (kind != "vqbet" and not lerobot_06()):
             pytest.skip(LEROBOT_06_ONLY)
-        self[kind] = [f"policy={kind}", f"policy.path={self._build(kind)}", "policy.overrides=null"]
+        yaml = "act" if kind == "vqbet" else kind  # no vqbet YAML: any LeRobot YAML loads any family
+        self[kind] = [f"policy={yaml}", f"policy.path={self._build(kind)}", "policy.overrides=null"]
         return self[kind]
 
     def _build(self, kind: str) -> Path:
@@ -160,3 +161,21 @@ def test_a_family_with_state_across_chunks_is_refused_in_one_line(tmp_path: Path
     with pytest.raises(UserError, match=r"^the tdmpc policy cannot be served: its planner warm-starts every chunk"):
         with served(tmp_path, "policy=act", f"policy.path={tdmpc}", env=ENV):
             pass
+
+
+def test_the_global_generators_state_travels_as_bytes() -> None:
+    """What a one-row request row carries: the state after a chunk, loaded on the server for the next, continues
+    the same stream."""
+    import torch
+
+    from lerobot_hydra.policies.lerobot.noise import GlobalRngState
+
+    state = GlobalRngState("cpu")
+    state.seed(7)
+    data = state.to_bytes()
+    with state.active():
+        drawn = torch.randn(3)
+    again = GlobalRngState("cpu").load(data)
+    with again.active():
+        assert torch.equal(torch.randn(3), drawn)
+    assert len(data) == torch.get_rng_state().numel() and again.to_bytes() == state.to_bytes() != data
