@@ -101,30 +101,34 @@ def test_a_one_row_family_through_the_server_records_as_in_process(
     assert history == HISTORY.get(kind, 1)
 
 
+@pytest.mark.parametrize("kind", ["xvla", "multi_task_dit", "vqbet"])
 def test_rows_of_two_clients_batched_on_the_server_get_their_in_process_actions(
-    checkpoints: Checkpoints, tmp_path: Path
+    checkpoints: Checkpoints, tmp_path: Path, kind: str
 ) -> None:
     """Two clients (2 rows and 1) step at once; their chunk requests meet in one server batch of 3 rows. Each row's
-    actions over two chunks are those of an in-process one-row policy whose rows hold the same episodes."""
+    actions over two chunks (the agent's position moving at every step, so the history differs from the last
+    frame) are those of an in-process one-row policy whose rows hold the same episodes."""
     from lerobot_hydra.config.schema import instantiate_node
     from lerobot_hydra.policies.lerobot.one_row import RowwisePolicy
     from tests.lerobot.test_lerobot_policies import first_batch
     from tests.serving.test_policy_server import health, serve_config, served
 
-    policy = checkpoints["xvla"]
+    policy = checkpoints[kind]
     cfg = serve_config(*PUSHT, *policy, name="config")
     env = instantiate_node(cfg.env)
     here = instantiate_node(cfg.policy).build(env, "cpu")
     assert isinstance(here, RowwisePolicy)
     task, one = env.tasks()[0], first_batch(env)
-    seeds, steps = [1000, 1001, 1002], 6  # chunks of 4: two each
+    seeds, steps = [1000, 1001, 1002], 6  # chunks of 4 (VQ-BeT: 5): two each
 
-    def rows(n: int) -> dict[str, Any]:
-        return {k: np.concatenate([v] * n) if isinstance(v, np.ndarray) else list(v) * n for k, v in one.items()}
+    def rows(n: int, step: int) -> dict[str, Any]:
+        batch = {k: np.concatenate([v] * n) if isinstance(v, np.ndarray) else list(v) * n for k, v in one.items()}
+        batch["observation.state"] = batch["observation.state"] + 10.0 * step
+        return batch
 
     here.reset(task, seeds)
-    expected = np.stack([np.asarray(here.select_action(rows(3))) for _ in range(steps)], axis=1)
-    assert len({tuple(row[0]) for row in expected}) == 3  # the seeds drew different noise
+    expected = np.stack([np.asarray(here.select_action(rows(3, step))) for step in range(steps)], axis=1)
+    assert len({row.tobytes() for row in expected}) == 3  # the seeds drew different noise
 
     with served(tmp_path, *policy, "serve.max_batch_size=3", "serve.max_wait_ms=5000", env=PUSHT) as (
         server,
@@ -136,7 +140,8 @@ def test_rows_of_two_clients_batched_on_the_server_get_their_in_process_actions(
 
         def run(i: int, client: Any, episode_seeds: list[int]) -> None:
             client.reset(task, episode_seeds)
-            got[i] = np.stack([client.select_action(rows(len(episode_seeds))) for _ in range(steps)], axis=1)
+            n = len(episode_seeds)
+            got[i] = np.stack([client.select_action(rows(n, step)) for step in range(steps)], axis=1)
 
         threads = [
             threading.Thread(target=run, args=(0, clients[0], seeds[:2])),
