@@ -9,7 +9,9 @@ pipeline, runs the rows through `PerRowLeRobotPolicy`'s own chunk pass with each
 the chunk, cuts it to the queue length and returns it with the generator's new state. So the server holds no
 per-row state between requests, and a row's actions are those of in-process evaluation: the same observations,
 history, noise stream and code; only the batch-mates of a forward pass differ, which the per-row pass makes
-irrelevant up to the float rounding of kernels at another batch size.
+irrelevant up to the float rounding of kernels at another batch size. A family run one row at a time in-process
+(policies/lerobot/one_row.py), whose noise comes from torch's global generators, is served one row at a time too
+(one_row.py): the noise state a row carries is then that of the global generators.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ import numpy as np
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.policies.lerobot.noise import RowNoise
+from lerobot_hydra.policies.lerobot.one_row import RowwisePolicy
 from lerobot_hydra.policies.lerobot.rows import PerRowLeRobotPolicy, RowState
+from lerobot_hydra.policies.lerobot.runtime import LeRobotPolicy
+from lerobot_hydra.serving.one_row import OneRowChunks
 from lerobot_hydra.serving.wire import METADATA_KEY, PROTOCOL_VERSION
 
 
@@ -52,19 +57,36 @@ class ChunkRows:
 
 
 class ChunkPolicy:
-    """A LeRobot policy of a per-row family (rows.py), serving chunks (see the module docstring)."""
+    """A LeRobot policy of a per-row family (rows.py) or run one row at a time (one_row.py), serving chunks (see
+    the module docstring)."""
 
     def __init__(
         self, runtime: Any, identity: dict[str, Any], name: str, features: dict[str, tuple[int, ...]] | None = None
     ) -> None:
+        self.identity = identity
+        self.name = name
+        self.one_row: OneRowChunks | None = None
+        if isinstance(runtime, RowwisePolicy):
+            self.runtime: LeRobotPolicy = runtime.base
+            self.one_row = OneRowChunks(runtime.base)
+            self.queue_length, self.history = self.one_row.queue_length, self.one_row.history
+        else:
+            self.runtime = runtime
+            self.queue_length, self.history = self._per_row(runtime)
+        action = (self.runtime.policy.config.output_features or {}).get("action")
+        self.action_dim = int(np.prod(action.shape)) if action is not None else None
+        # The per-sample shape of every key it reads, as the env's processors give it (what requests must hold).
+        self.features = {key: tuple(shape) for key, shape in (features or {}).items() if key in self.reads}
+
+    @staticmethod
+    def _per_row(runtime: Any) -> tuple[int, int]:
+        """A per-row family's queue length and observation history; one line for a policy that cannot be served."""
         if not isinstance(runtime, PerRowLeRobotPolicy):
-            loaded = getattr(getattr(runtime, "base", runtime), "policy", None)  # a one-row policy wraps its base
-            family = getattr(getattr(loaded, "config", None), "type", type(runtime).__name__)
-            raise UserError(
-                f"the {family} policy cannot be served yet: the server serves the LeRobot families whose actions come "
-                "in chunks per row (act, diffusion, smolvla, pi0, pi05, pi0_fast decoding greedily); evaluate it "
-                "in-process instead"
-            )
+            if isinstance(runtime, LeRobotPolicy):
+                why = f"the {runtime.policy.config.type} policy cannot be served yet: its batch rows run in lockstep"
+            else:
+                why = f"the {type(runtime).__name__} cannot be served yet: the server serves LeRobot policies"
+            raise UserError(f"{why}; evaluate it in-process instead")
         if runtime.rtc is not None:
             raise UserError(
                 "real-time chunking (policy.rtc) cannot be served yet: its pending chunks would have to travel with "
@@ -78,15 +100,7 @@ class ChunkPolicy:
                 "a policy with temporal ensembling (a new chunk every step) cannot be served yet; evaluate it "
                 "in-process, or serve it with policy.overrides={temporal_ensemble_coeff: null}"
             )
-        self.runtime = runtime
-        self.identity = identity
-        self.name = name
-        self.queue_length = layout.actions
-        self.history = max(layout.history.values(), default=1)
-        action = (runtime.policy.config.output_features or {}).get("action")
-        self.action_dim = int(np.prod(action.shape)) if action is not None else None
-        # The per-sample shape of every key it reads, as the env's processors give it (what requests must hold).
-        self.features = {key: tuple(shape) for key, shape in (features or {}).items() if key in self.reads}
+        return layout.actions, max(layout.history.values(), default=1)
 
     @property
     def reads(self) -> list[str]:
@@ -96,6 +110,8 @@ class ChunkPolicy:
     def noise_state_bytes(self) -> int:
         import torch
 
+        if self.one_row is not None:
+            return self.one_row.noise_state_bytes
         return int(torch.Generator().get_state().numel())
 
     def metadata(self, max_batch_size: int) -> dict[str, Any]:
@@ -117,7 +133,10 @@ class ChunkPolicy:
         """Each row's chunk, (rows, queue length, action_dim), and its generator's state after it."""
         import torch
 
+        if self.one_row is not None:
+            return self.one_row.infer(rows.frames, rows.tasks, rows.seeds, rows.noise)
         runtime = self.runtime
+        assert isinstance(runtime, PerRowLeRobotPolicy)
         layout = runtime.layout
         assert layout is not None
         n = len(rows)

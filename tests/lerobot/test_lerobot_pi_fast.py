@@ -1,7 +1,7 @@
 """pi0-FAST (LeRobot 0.6) from a tiny offline build (tests/helpers/tiny_pi_fast.py): its FAST action tokenizer of
 our own, loaded by LeRobot's `AutoProcessor` call from the checkpoint's folder without remote code; the whole eval
-path on PushT, greedy (batched, per row) and sampling at a temperature (one row at a time); through the policy
-server; RTC refused. Its episodes across batch sizes, shards and resume: test_lerobot_noise.py."""
+path on PushT, greedy (batched, per row) and sampling at a temperature (one row at a time); both through the
+policy server; RTC refused. Its episodes across batch sizes, shards and resume: test_lerobot_noise.py."""
 
 from __future__ import annotations
 
@@ -138,7 +138,8 @@ def test_pi0_fast_sampling_at_a_temperature_runs_one_row_at_a_time(
 
 def test_pi0_fast_through_the_server_records_as_in_process(checkpoints: dict[str, Path], tmp_path: Path) -> None:
     """Greedy pi0-FAST is served as the per-row families: its prompt tokenized and its FAST tokens decoded on the
-    server, the same episodes as in process at another batch size. Sampling (one row at a time) is refused."""
+    server, the same episodes as in process at another batch size. Sampling at a temperature is served one row at
+    a time, each with torch's global generator set to the state its request carries: the same episodes too."""
     from tests.serving.test_policy_server import served
 
     fast = ["policy=pi0_fast", f"policy.path={checkpoints['metaworld']}", "policy.overrides={n_action_steps: 2}"]
@@ -149,10 +150,14 @@ def test_pi0_fast_through_the_server_records_as_in_process(checkpoints: dict[str
         evaluate_here(tmp_path / "remote", *common, "policy=remote", f"policy.url={announce}", "eval.batch_size=2")
     assert outcomes(tmp_path / "remote") == outcomes(tmp_path / "here")
 
-    sampled = [*fast[:2], "policy.overrides={temperature: 1.0}"]
-    with pytest.raises(UserError, match="the pi0_fast policy cannot be served yet"):
-        with served(tmp_path / "sampled", *sampled, *pixels):
-            pass
+    sampled = [*fast[:2], "policy.overrides={n_action_steps: 2, temperature: 1.0}"]
+    evaluate_here(tmp_path / "sampled_here", *sampled, *common, "eval.batch_size=3")
+    assert outcomes(tmp_path / "sampled_here") != outcomes(tmp_path / "here")  # the sampled tokens differ
+    (tmp_path / "sampled").mkdir()
+    with served(tmp_path / "sampled", *sampled, *pixels) as (_, announce):
+        remote = ["policy=remote", f"policy.url={announce}", "eval.batch_size=2"]
+        evaluate_here(tmp_path / "sampled_remote", *common, *remote)
+    assert outcomes(tmp_path / "sampled_remote") == outcomes(tmp_path / "sampled_here")
 
 
 def test_pi0_fast_refuses_real_time_chunking(compose: Callable, checkpoints: dict[str, Path]) -> None:

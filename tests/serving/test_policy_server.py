@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -57,12 +57,13 @@ def serve_config(*overrides: str, name: str = "serve") -> Any:
 
 
 @contextmanager
-def served(tmp_path: Path, *overrides: str) -> Iterator[tuple[Any, Path]]:
-    """Our server in a thread of this process, on a free port, announced in tmp_path/server.json."""
+def served(tmp_path: Path, *overrides: str, env: Sequence[str] = ENV) -> Iterator[tuple[Any, Path]]:
+    """Our server in a thread of this process, on a free port, announced in tmp_path/server.json; `env`: the
+    overrides that choose its env (MetaWorld's reach-v3 state by default)."""
     from lerobot_hydra.app.serve import serve
 
     announce = tmp_path / "server.json"
-    cfg = serve_config(*ENV, "serve.host=127.0.0.1", f"serve.announce={announce}", *overrides)
+    cfg = serve_config(*env, "serve.host=127.0.0.1", f"serve.announce={announce}", *overrides)
     ready: list[Any] = []
     failed: list[BaseException] = []
 

@@ -166,6 +166,21 @@ class GlobalRngState:
         elif module is not None:
             module.set_rng_state(self.accelerator)
 
+    def to_bytes(self) -> bytes:
+        """The captured state as bytes, the CPU generator's then the device's: what a served row carries."""
+        parts = [self.cpu] if self.accelerator is None else [self.cpu, self.accelerator]
+        return b"".join(part.numpy().tobytes() for part in parts)
+
+    def load(self, data: bytes) -> GlobalRngState:
+        """The state `to_bytes` gave (of a state on the same kind of device)."""
+        import torch
+
+        state = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        size = torch.get_rng_state().numel()
+        self.cpu = state[:size].clone()
+        self.accelerator = state[size:].clone() if self._accelerator() is not None else None
+        return self
+
     def seed(self, seed: int) -> None:
         """Seeds torch's global generators and keeps their state."""
         import torch
