@@ -7,8 +7,8 @@ stepped again. When the policy can reset one row's state (`reset_slots`), a fini
 next pending episode at once: of any task of the lane whose sub-envs are in workers (tasks mixed in one batch;
 a sub-env switching task builds the new simulator and resets it into its episode in its worker while the
 others step on, and joins once ready), else of the batch's task (rollout/schedule.py). Other policies start a
-new batch once every episode of the current one has ended. A row with nothing to run is marked idle (`reset_slots` with no seed), so the
-policy computes nothing for it. A sub-env that will run the next task only after the batch ends builds its
+new batch once every episode of the current one has ended. A row with nothing to run is marked idle
+(`reset_slots` with no seed), so the policy computes nothing for it. A sub-env that will run the next task only after the batch ends builds its
 simulator meanwhile. A filmed episode (see rollout/filming.py) gets the frame after reset and one after each
 of its steps, rendered only by the sub-envs whose episode is filmed; worker sub-envs draw it right after
 answering the step, while this process runs the policy for the next one. A lost worker is replaced and the
