@@ -14,7 +14,6 @@ in the middle of the rollout. When it does not requeue, the job stops with a one
 
 from __future__ import annotations
 
-import logging
 import signal
 import sys
 import threading
@@ -24,8 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from lerobot_hydra.vector.worker_signals import job_signals_blocked, submitit_signal
-
-log = logging.getLogger("lerobot_hydra")
 
 STATUS_PREFIX = "lerobot_hydra: "
 # What each signal means to a user reading the status line.
@@ -79,9 +76,10 @@ def stop_signals() -> Iterator[None]:
     received: list[int] = []
 
     def on_signal(signum: int, frame: Any) -> None:
+        # Nothing is logged here: the signal may land inside a logging call (submitit logs the signals it bypasses),
+        # and a second write to the same stream then fails as reentrant. The status line is printed once stopped.
         received.append(signum)
         if len(received) == 1:
-            log.warning("%s: stopping; finished episodes are kept", signal.Signals(signum).name)
             raise RunInterrupted(signum)
 
     def restore() -> None:
