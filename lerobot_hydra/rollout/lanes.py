@@ -21,6 +21,7 @@ from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.processors.pipeline import Pipeline
 from lerobot_hydra.rollout.filming import Filming
+from lerobot_hydra.rollout.plan import episode_seed
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.recording import step_recorder
 from lerobot_hydra.rollout.runner import OnRecord, RolloutContext, TaskWork, run_segment
@@ -158,13 +159,19 @@ class _Lanes:
         # Each sub-env builds the simulator of the first episode it will run (mixed) or could run (unmixed),
         # unless it holds one of a task of this segment already (kept pools: it runs that task's episodes).
         # Kept pools are spread over the tasks, so that each sub-env may keep its task's simulator from run to run.
-        upcoming = [w.task for w in first for _ in w.episodes][: pool.num_envs]
+        # A sub-env that will start an episode of the first batch's head task also resets into it now (while the
+        # policy loads): the schedule gives sub-env i the i-th of those episodes.
+        units = [(w.task, k) for w in first for k in w.episodes][: pool.num_envs]
+        head = units[0][0] if units else None
+        upcoming = [task for task, _ in units]
         if self.make_pools is not None:
             upcoming = [first[slot % len(first)].task for slot in range(len(upcoming))]
         kept = {w.task for w in first}
         for slot, task in enumerate(upcoming):
             if pool.tasks[slot] not in kept:
-                pool.prepare_ahead(slot, task)
+                known = self.make_pools is None and task == head
+                episode = (units[slot][1], episode_seed(s.base_seed, units[slot][1])) if known else None
+                pool.prepare_ahead(slot, task, episode)
         return pools
 
     def _run_lane(self, lane_work: list[TaskWork], pools: Pools, lane_policy: Policy) -> None:

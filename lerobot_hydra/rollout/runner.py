@@ -1,18 +1,18 @@
 """Rollout: a lane's episodes through its sub-envs, producing one record per episode.
 
 Per step: raw observation -> env pre -> policy (with its own pre/post) -> env post -> vector env step.
-Episode k of a task is seeded with `seed + k` whatever the batch, sub-env, lane or shard it runs in;
-success counts up to and including the step that ended the episode, and a finished sub-env is never
-stepped again. When the policy can reset one row's state (`reset_slots`), a finished sub-env starts the
-next pending episode at once: of any task of the lane whose sub-envs are in workers (tasks mixed in one batch;
-a sub-env switching task builds the new simulator in its worker while the others step on, and joins once
-built), else of the batch's task (rollout/schedule.py). Other policies start a new batch once every episode of
-the current one has ended. A row with nothing to run is marked idle (`reset_slots` with no seed), so the
-policy computes nothing for it. A sub-env that will run the next task only after the batch ends builds its
-simulator meanwhile. A filmed episode (see rollout/filming.py) gets the frame after reset and one after each
-of its steps, rendered only by the sub-envs whose episode is filmed; worker sub-envs draw it right after
-answering the step, while this process runs the policy for the next one. A lost worker is replaced and the
-episodes in flight start again; a simulator that raises ends the run in one line (rollout/recovery.py).
+Episode k of a task is seeded with `seed + k` whatever the batch, sub-env, lane or shard it runs in; success counts
+up to and including the step that ended the episode, and a finished sub-env is never stepped again. When the policy
+can reset one row's state (`reset_slots`), a finished sub-env starts the next pending episode at once: of any task
+of the lane whose sub-envs are in workers (tasks mixed in one batch; a sub-env switching task builds the new
+simulator and resets it into its episode in its worker while the others step on, and joins once ready), else of the
+batch's task (rollout/schedule.py). Other policies start a new batch once every episode of the current one has
+ended. A row with nothing to run is marked idle (`reset_slots` with no seed), so the policy computes nothing for it.
+A sub-env that will run the next task only after the batch ends builds its simulator meanwhile. A filmed episode
+(see rollout/filming.py) gets the frame after reset and one after each of its steps, rendered only by the sub-envs
+whose episode is filmed; worker sub-envs draw it right after answering the step, while this process runs the policy
+for the next one. A lost worker is replaced and the episodes in flight start again; a simulator that raises ends the
+run in one line (rollout/recovery.py).
 """
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ class _Segment:
             starts[i] = unit
             return
         if unit is not None:
-            self.pool.prepare_ahead(i, unit.task)
+            self.pool.prepare_ahead(i, unit.task, (unit.index, unit.seed))
             self.warming[i] = unit
         else:
             self._build_ahead(i)

@@ -67,6 +67,9 @@ class SlotEnv(gym.Env):
         self._done = True
         self._steps = 0
         self._frame: np.ndarray | None = None
+        # An episode's reset done ahead by `prepare`: (episode index, seed) -> what the env's reset returned, or
+        # the exception it raised (raised again by the `reset` that starts the episode, under that call's name).
+        self._reset_ahead: tuple[tuple[int, int], tuple[Any, dict] | Exception] | None = None
 
     def bind(self, config: EnvConfig, task: TaskSpec, render: bool) -> None:
         if (self._config, self._task, self._render) == (config, task, render):
@@ -75,12 +78,20 @@ class SlotEnv(gym.Env):
         self._config, self._task, self._render = config, task, render
         self._active, self._done, self._last_obs = False, True, self._idle_obs
 
-    def prepare(self, config: EnvConfig, task: TaskSpec, render: bool) -> None:
+    def prepare(self, config: EnvConfig, task: TaskSpec, render: bool, episode: tuple[int, int] | None = None) -> None:
         """Binds to `task` and creates its simulator now instead of at the task's first reset (the previous
-        task's simulator is closed first, as in `bind`)."""
+        task's simulator is closed first, as in `bind`). With `episode` (index, seed), the simulator is also reset
+        into that episode now, and the `reset` that starts it returns what this one did: a reset is a function of
+        the task, seed and episode index alone, so doing it early changes nothing but when its cost is paid."""
         self.bind(config, task, render)
         if self._env is None:
             self._env = build_env(config, task, render)
+        if episode is not None:
+            index, seed = episode
+            try:
+                self._reset_ahead = (episode, self._env.reset(seed=seed, options={"episode_index": index}))
+            except Exception as err:  # noqa: BLE001 - a simulator's own error, reported by the episode's reset
+                self._reset_ahead = (episode, err)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         episode = (options or {}).get(EPISODES_KEY, [None] * (self.slot + 1))[self.slot]
@@ -94,7 +105,13 @@ class SlotEnv(gym.Env):
         super().reset(seed=episode_seed)
         if self._env is None:
             self._env = build_env(self._config, self._task, self._render)
-        obs, info = self._env.reset(seed=episode_seed, options={"episode_index": episode_index})
+        ahead, self._reset_ahead = self._reset_ahead, None
+        if ahead is not None and ahead[0] == (episode_index, episode_seed):
+            if isinstance(ahead[1], Exception):
+                raise ahead[1]
+            obs, info = ahead[1]
+        else:
+            obs, info = self._env.reset(seed=episode_seed, options={"episode_index": episode_index})
         self._active, self._done, self._last_obs = True, False, obs
         init_state = info.get(INIT_STATE_KEY)
         return obs, {"is_success": False, "done": False, INIT_STATE_KEY: -1 if init_state is None else int(init_state)}
@@ -130,6 +147,7 @@ class SlotEnv(gym.Env):
         return self._task.description if self._task else ""
 
     def _close_sim(self) -> None:
+        self._reset_ahead = None
         if self._env is not None:
             self._env.close()
             self._env = None

@@ -113,10 +113,13 @@ class EnvPool:
             options[RESET_MASK_KEY] = [i in episodes for i in range(self.num_envs)]
         return self.vec.reset(options=options)
 
-    def prepare_ahead(self, slot: int, task: TaskSpec) -> None:
-        """Has an idle worker slot build `task`'s simulator in the background (no-op for in-process slots): the
-        slot is not stepped until `ready` reports it done."""
-        if self.tasks[slot] != task and self.vec.start_call(slot, "prepare", self.config, task, self.render):
+    def prepare_ahead(self, slot: int, task: TaskSpec, episode: tuple[int, int] | None = None) -> None:
+        """Has an idle worker slot build `task`'s simulator in the background (no-op for in-process slots), and
+        reset it into `episode` (index, seed) when the slot's next episode is known: the slot is not stepped until
+        `ready` reports it done, and the `reset` that starts that episode is then a round trip."""
+        if self.tasks[slot] == task:
+            return
+        if self.vec.start_call(slot, "prepare", self.config, task, self.render, episode):
             self.tasks[slot] = task
 
     def ready(self, slots: Sequence[int], wait: bool = False) -> list[int]:
