@@ -3,6 +3,9 @@
 #   1. the whole suite on Python 3.12 with LeRobot 0.6.x, in .venv312/ (created and installed on first use);
 #   2. the LeRobot tests (marker `lerobot`) again on this Python (3.11: LeRobot 0.4.4).
 # Each line loads checkpoints saved by the other (LEROBOT_HYDRA_OTHER_PYTHON). Arguments go to both pytest runs.
+# Each run spreads its test modules over LEROBOT_HYDRA_TEST_WORKERS pytest-xdist workers (default 2; 0 runs them in
+# this process): most tests wait on subprocesses, simulators and SLURM, so two share two cores well. A module's tests
+# stay in one worker, and so do all the SLURM tests (tests/conftest.py).
 # Python 3.12 is `python3.12`, else pyenv's newest 3.12 (PYTHON312=/path/to/python3.12 chooses another).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +32,7 @@ fi
 
 # Both runs always run; the script fails if either did.
 status=0
-LEROBOT_HYDRA_OTHER_PYTHON="$python311" "$venv/bin/python" -m pytest -q "$@" || status=$?
-LEROBOT_HYDRA_OTHER_PYTHON="$PWD/$venv/bin/python" "$python311" -m pytest -q -m lerobot "$@" || status=$?
+workers=(-n "${LEROBOT_HYDRA_TEST_WORKERS:-2}" --dist loadgroup)
+LEROBOT_HYDRA_OTHER_PYTHON="$python311" "$venv/bin/python" -m pytest -q "${workers[@]}" "$@" || status=$?
+LEROBOT_HYDRA_OTHER_PYTHON="$PWD/$venv/bin/python" "$python311" -m pytest -q -m lerobot "${workers[@]}" "$@" || status=$?
 exit "$status"

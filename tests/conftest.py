@@ -221,3 +221,13 @@ def evaluate_here(out_dir: Path, *overrides: str, label: str = "") -> dict[str, 
     with _no_leftovers(), _hydra_config_module():
         cfg = hydra_compose(config_name="config", overrides=list(overrides))
         return to_eval_info(evaluate_config(cfg, validate(cfg), out_dir, label))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """For `pytest -n N --dist loadgroup` (scripts/test.sh): a module's tests run in one worker, so that the tiny
+    checkpoints its fixtures build are built once, and every test that uses the local SLURM cluster runs in the same
+    worker, so that two tests never share its two CPUs."""
+    for item in items:
+        group = "slurm" if item.get_closest_marker("slurm") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
