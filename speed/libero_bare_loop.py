@@ -77,23 +77,34 @@ def our_outcomes(out: Path) -> list[list]:
     )  # fmt: skip
 
 
-def last_frames(videos: list[Path]) -> list:
+def decoded(path: Path) -> list:
     import av
 
-    frames = []
-    for path in sorted(videos, key=lambda p: (p.parent.name, p.name)):
-        with av.open(str(path)) as container:
-            frames.append([frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)][-1])
-    return frames
+    with av.open(str(path)) as container:
+        return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
 
 
-def same_films(bare_out: Path, our_out: Path) -> bool:
+def film_difference(bare_out: Path, our_out: Path) -> str | None:
+    """None when both sides filmed the same episodes with the same last decoded frame; else which video differs,
+    from which frame on, and by how much."""
     import numpy as np
 
-    ours, bare = list(our_out.rglob("*.mp4")), list(bare_out.glob("*.mp4"))
+    ours = sorted(our_out.rglob("*.mp4"), key=lambda p: (p.parent.name, p.name))
+    bare = sorted(bare_out.glob("*.mp4"), key=lambda p: (p.parent.name, p.name))
     if len(ours) != len(bare):
-        return False
-    return all(np.array_equal(a, b) for a, b in zip(last_frames(bare), last_frames(ours), strict=True))
+        return f"{len(bare)} videos against {len(ours)}"
+    for bare_video, our_video in zip(bare, ours, strict=True):
+        theirs, mine = decoded(bare_video), decoded(our_video)
+        if np.array_equal(theirs[-1], mine[-1]):
+            continue
+        pairs = list(zip(theirs, mine, strict=False))  # a side may have filmed more frames
+        first = next((k for k, (a, b) in enumerate(pairs) if not np.array_equal(a, b)), None)
+        largest = max(int(np.abs(a.astype(int) - b.astype(int)).max()) for a, b in pairs)
+        return (
+            f"{our_video.relative_to(our_out)}: {len(mine)} frames against {len(theirs)}, first different frame "
+            f"{first}, largest pixel difference {largest}"
+        )
+    return None
 
 
 def compare(checkpoint: Path, root: Path, size: int, film: bool, args: argparse.Namespace) -> bool:
@@ -105,8 +116,11 @@ def compare(checkpoint: Path, root: Path, size: int, film: bool, args: argparse.
         times["bare"].append(elapsed)
         times["ours"].append(run(our_command(checkpoint, our_out, size, film, args))[0])
         bare, ours = bare_outcomes(stdout), our_outcomes(our_out)
-        if bare != ours or (film and not same_films(bare_out, our_out)):
-            raise SystemExit(f"{label}: the two sides disagree, so they are not the same work:\n{bare}\n{ours}")
+        films = film_difference(bare_out, our_out) if film else None
+        if bare != ours or films:
+            raise SystemExit(
+                f"{label}: the two sides disagree, so they are not the same work:\n{bare}\n{ours}\n{films or ''}"
+            )
         print(
             f"{label} run {repeat + 1}: bare {times['bare'][-1]:.1f} s, eval.py {times['ours'][-1]:.1f} s", flush=True
         )
