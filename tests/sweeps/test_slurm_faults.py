@@ -38,7 +38,17 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> list[tuple]:
     return [outcome(r) for r in read_json(out / "eval_info.json")["episodes"]]
 
 
+def wait_for_an_idle_cluster() -> None:
+    """Jobs of an earlier test still ending (SLURM's KillWait) hold CPUs, so one shard job could start long after the
+    other, which may then finish before the fault is injected: each sweep starts on an empty queue."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while subprocess.run(["squeue", "-h"], capture_output=True, text=True, check=True).stdout.strip():
+        assert time.monotonic() < deadline, "the local SLURM cluster still runs an earlier test's jobs"
+        time.sleep(0.5)
+
+
 def start_sweep(sweep: Path) -> subprocess.Popen[str]:
+    wait_for_an_idle_cluster()
     args = [sys.executable, str(ROOT / "eval.py"), "-m", f"hydra.sweep.dir={sweep}", "eval.max_episodes_rendered=0"]
     return subprocess.Popen([*args, *SWEEP], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
