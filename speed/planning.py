@@ -21,7 +21,7 @@ from common import ROOT
 
 sys.path.insert(0, str(ROOT))
 
-from lerobot_hydra.app.evaluation import plan_work  # noqa: E402
+from lerobot_hydra.run.work import plan_work  # noqa: E402
 from lerobot_hydra.core.records import EpisodeRecord  # noqa: E402
 from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig  # noqa: E402
 from lerobot_hydra.rollout.plan import shard_plan  # noqa: E402

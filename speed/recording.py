@@ -1,4 +1,4 @@
-"""The cost of rollout recording (eval.record=all): wall time and disk, recording on vs off, in the same run.
+"""The cost of rollout recording (eval.recording=all): wall time and disk, recording on vs off, in the same run.
 
     PYTHONPATH=$PWD python speed/recording.py          # short runs: the fixed cost shows
     PYTHONPATH=$PWD python speed/recording.py --long   # MetaWorld state, 2 tasks x 20 episodes
@@ -50,7 +50,7 @@ def run(*overrides: str) -> tuple[float, list[dict], int, int]:
 
 def compare(name: str, workload: list[str], target: float | None, *recording: str) -> bool:
     off_s, off_records, _, _ = run(*workload)
-    on_s, on_records, size, steps = run(*workload, "eval.record=all", *recording)
+    on_s, on_records, size, steps = run(*workload, "eval.recording=all", *recording)
     same = off_records == on_records
     detail = (
         f"(off {off_s:.1f} s, on {on_s:.1f} s, {size / 1e6:.2f} MB = {size / steps:.0f} B/step, same records: {same})"
@@ -77,7 +77,7 @@ def main() -> int:
         return 0 if compare("MetaWorld state x 20 episodes, off / on", [*METAWORLD, "eval.n_episodes=20"], 0.8) else 1
     ok = compare("MetaWorld state, recording off / on", [*METAWORLD, *EPISODES], 0.8)
     ok &= compare("PushT pixels as video, off / on", [*PUSHT, *EPISODES], None)
-    ok &= compare("PushT pixels as PNG, off / on", [*PUSHT, *EPISODES], None, "eval.record_images=png")
+    ok &= compare("PushT pixels as PNG, off / on", [*PUSHT, *EPISODES], None, "eval.recording_images=png")
     return 0 if ok else 1
 
 

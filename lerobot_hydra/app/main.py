@@ -22,7 +22,7 @@ from lerobot_hydra.results.aggregate import Results
 from lerobot_hydra.rollout.stopping import RunInterrupted, print_status, stop_signals
 
 if TYPE_CHECKING:
-    from lerobot_hydra.app.evaluation import RoundLimit
+    from lerobot_hydra.run.work import RoundCap
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -40,23 +40,21 @@ def run(cfg: DictConfig) -> Results:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     with JobFiles(out_dir, cfg, copy.deepcopy(HydraConfig.instance().cfg)) as job_files:
         label = _job_label()
-        limit = _sweep_round(label)
-        eval_cfg = schemas.validate(cfg, sweep_rounds=limit is not None)
+        cap = _sweep_round(label)
+        eval_cfg = schemas.validate(cfg, sweep_rounds=cap is not None)
         with stop_signals():
-            return evaluate_config(cfg, eval_cfg, out_dir, label, on_locked=job_files.save, limit=limit)
+            return evaluate_config(cfg, eval_cfg, out_dir, label, on_locked=job_files.save, cap=cap)
 
 
-def _sweep_round(label: str) -> RoundLimit | None:
+def _sweep_round(label: str) -> RoundCap | None:
     """In a sequential sweep (hydra/sweeper=sequential): the round its sweeper wrote into the sweep dir."""
-    from lerobot_hydra.app.evaluation import RoundLimit
     from lerobot_hydra.merge.rounds import job_round
 
     hydra_cfg = HydraConfig.get()
     target = str(OmegaConf.select(hydra_cfg, "sweeper._target_", default="") or "")
     if hydra_cfg.mode != RunMode.MULTIRUN or not target.endswith(".SequentialSweeper"):
         return None
-    end, stops, summary = job_round(Path(str(hydra_cfg.sweep.dir)), label)
-    return RoundLimit(end, stops, summary)
+    return job_round(Path(str(hydra_cfg.sweep.dir)), label)
 
 
 def _job_label() -> str:

@@ -6,7 +6,8 @@ difference at level alpha; eval.n_episodes is the maximum.
         --detect 20 --discordance 30 --out runs/race -- env.task=[reach-v3,push-v3] eval.n_episodes=60
 
 Each round runs the baseline, then the candidate, through the episodes before the round's end in their own run dirs
-(OUT/baseline, OUT/candidate; resumable, as any run dir), then judges every undecided task on the pairs so far. The
+(OUT/baseline, OUT/candidate; resumable, as any run dir), each side's policy, workers and simulators kept from round
+to round (run/context.py), then judges every undecided task on the pairs so far. The
 decision reads episodes 0..end-1 in episode order only, so batch size, lanes and timing never move the stopping
 point, and running the same command again resumes the same sequence. Both run dirs' eval_info.json and report.html
 say when and why each task stopped; OUT/sequential.json holds the same. This runs the rounds in one process; a
@@ -19,13 +20,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.results.sequential import Decision, paired, rounds
+from lerobot_hydra.results.sequential import TaskStops, paired, rounds
 from lerobot_hydra.results.table import task_label
+from lerobot_hydra.rollout.stopping import RunInterrupted
 
-TaskKey = tuple[str, int]
+if TYPE_CHECKING:
+    from lerobot_hydra.run.context import RunContext
 
 
 def _compose(overrides: list[str]) -> Any:
@@ -51,13 +54,13 @@ def run_paired(
     beta: float = 0.2,
 ) -> dict[str, Any]:
     """Runs the rounds; returns what OUT/sequential.json holds (rates and differences as fractions)."""
-    from lerobot_hydra.app.evaluation import RoundLimit, evaluate_config
     from lerobot_hydra.config.schema import validate
+    from lerobot_hydra.run.context import open_run
 
     sides = {"baseline": [*common, *baseline], "candidate": [*common, *candidate]}
     cfgs = {side: _compose(overrides) for side, overrides in sides.items()}
     evals = {side: validate(cfg) for side, cfg in cfgs.items()}
-    n_max, round_size = evals["baseline"].n_episodes, evals["baseline"].sequential.round
+    n_max = evals["baseline"].n_episodes
     if evals["candidate"].n_episodes != n_max or cfgs["baseline"].seed != cfgs["candidate"].seed:
         raise UserError("the baseline and the candidate must share eval.n_episodes and seed; set them in the common")
     if any(e.sequential.stop is not None for e in evals.values()):
@@ -66,39 +69,59 @@ def run_paired(
             "decides (eval.sequential.round sets the round)"
         )
     settings = {"test": "paired SPRT", "alpha": alpha, "beta": beta, "detect": detect, "discordance": discordance}
-    stops: dict[TaskKey, tuple[int, Decision]] = {}
-    summary: dict[str, Any] = {}
-    for end in rounds(n_max, round_size):
-        limit = RoundLimit(end, {k: n for k, (n, _) in stops.items()})
-        results = {side: evaluate_config(cfgs[side], evals[side], out / side, side, limit=limit) for side in sides}
-        base = {(r.task_group, r.task_id, r.episode_index): r for r in results["baseline"].episodes}
-        cand = {(r.task_group, r.task_id, r.episode_index): r for r in results["candidate"].episodes}
-        if [t.key for t in results["baseline"].tasks] != [t.key for t in results["candidate"].tasks]:
+    decided = TaskStops(settings, n_max, "pairs")
+    with (
+        open_run(cfgs["baseline"], evals["baseline"], out / "baseline", "baseline") as base,
+        open_run(cfgs["candidate"], evals["candidate"], out / "candidate", "candidate") as cand,
+    ):
+        if [t.key for t in base.parts.tasks] != [t.key for t in cand.parts.tasks]:
             raise UserError("the baseline and the candidate run different tasks; set env and its tasks in the common")
-        for t in results["baseline"].tasks:
-            if t.key in stops:
-                continue
-            pairs = [(base[(*t.key, k)].success, cand[(*t.key, k)].success) for k in range(end)]
-            decision = paired(pairs, alpha, beta, detect, discordance)
-            if decision.stop or end == n_max:
-                if not decision.stop:
-                    decision = Decision(True, "undecided", f"the maximum of {end} pairs: {decision.why}")
-                stops[t.key] = (end, decision)
-        names = {t.key: task_label(t.task_group, t.task_id, t.task_name) for t in results["baseline"].tasks}
-        summary = {
-            "settings": settings,
-            "n_episodes_max": n_max,
-            "per_task": {
-                names[k]: {"n_episodes": n, "outcome": d.outcome, "why": d.why} for k, (n, d) in stops.items()
-            },
-        }
-        if len(stops) == len(names):
-            break
-    final = RoundLimit(n_max, {k: n for k, (n, _) in stops.items()}, summary)
-    for side in sides:  # publishes each side's results with the stopping summary (nothing left to run)
-        evaluate_config(cfgs[side], evals[side], out / side, side, limit=final)
+        decided.names = {t.key: task_label(t.group, t.task_id, t.name) for t in base.parts.tasks}
+        interrupted = _race(base, cand, decided, evals["baseline"].sequential.round)
+        summary = decided.summary([t.key for t in base.parts.tasks])
+        _conclude_sides([base, cand], decided, summary, interrupted)
     (out / "sequential.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     return summary
+
+
+def _race(base: RunContext, cand: RunContext, decided: TaskStops, round_size: int) -> RunInterrupted | None:
+    """Both sides' rounds, warm from one to the next, each task judged on its pairs after each round; returns the
+    stop signal that ended them early, if one did."""
+    from lerobot_hydra.run.work import capped, outcomes, plan_work
+
+    keys = [t.key for t in base.parts.tasks]
+    s = decided.settings
+    try:
+        for end in rounds(decided.n_max, round_size):
+            for run in (base, cand):
+                work = plan_work(run.parts.tasks, run.plan, run.sink, run.lost_steps())
+                run.run(capped(work, end, decided.stopped_after()))
+            for key in keys:
+                pairs = list(zip(outcomes(base.sink, key, end), outcomes(cand.sink, key, end), strict=True))
+                decided.judge(key, paired(pairs, s["alpha"], s["beta"], s["detect"], s["discordance"]), end)
+            if all(key in decided.stops for key in keys):
+                break
+    except RunInterrupted as err:
+        return err.with_traceback(None)
+    return None
+
+
+def _conclude_sides(
+    runs: list[RunContext], decided: TaskStops, summary: dict[str, Any], interrupted: RunInterrupted | None
+) -> None:
+    """Each side ends and publishes its results with the stopping summary (nothing is left to run)."""
+    from lerobot_hydra.run.context import conclude
+    from lerobot_hydra.run.sources import FixedPlan
+    from lerobot_hydra.run.work import RoundCap
+
+    cap = RoundCap(decided.n_max, decided.stopped_after(), summary, final=True)
+    for run in runs:
+        try:
+            conclude(run, FixedPlan(run.plan, run.parts.tasks, cap), interrupted)
+        except RunInterrupted:
+            pass
+    if interrupted is not None:
+        raise interrupted
 
 
 def main(argv: list[str] | None = None) -> int:

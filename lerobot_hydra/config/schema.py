@@ -73,9 +73,9 @@ class EvalConfig:
     sequential: SequentialConfig = field(default_factory=SequentialConfig)
     # Every step recorded as a LeRobotDataset in <run dir>/recording (docs/recording.md): null: off; all: every raw
     # observation key; or a comma-separated list of them (e.g. agent_pos). Actions, rewards, done and success always.
-    record: str | None = None
+    recording: str | None = None
     # How recorded images are stored: video (mp4, LeRobot's encoder) or png (one image per frame).
-    record_images: str = "video"
+    recording_images: str = "video"
 
 
 @dataclass
@@ -105,10 +105,10 @@ def open_node() -> DictConfig:
 
 
 def _check_record(ev: EvalConfig) -> None:
-    if ev.record_images not in ("video", "png"):
-        raise UserError(f"eval.record_images={ev.record_images!r} is not one of video, png")
-    if ev.record is not None and not ev.record.strip():
-        raise UserError("eval.record is empty; give 'all', a comma-separated list of observation keys, or null")
+    if ev.recording_images not in ("video", "png"):
+        raise UserError(f"eval.recording_images={ev.recording_images!r} is not one of video, png")
+    if ev.recording is not None and not ev.recording.strip():
+        raise UserError("eval.recording is empty; give 'all', a comma-separated list of observation keys, or null")
 
 
 def register_schemas() -> None:

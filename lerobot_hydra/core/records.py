@@ -10,6 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# The one definition of each key: a task is (task group, task id); an episode is (task group, task id, index).
+TaskKey = tuple[str, int]
+EpisodeKey = tuple[str, int, int]
+
 
 @dataclass(frozen=True)
 class EpisodeRecord:
@@ -28,8 +32,12 @@ class EpisodeRecord:
     video_path: str | None = None
 
     @property
-    def unit(self) -> tuple[str, int, int]:
+    def unit(self) -> EpisodeKey:
         return (self.task_group, self.task_id, self.episode_index)
+
+    @property
+    def task_key(self) -> TaskKey:
+        return (self.task_group, self.task_id)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -61,7 +69,7 @@ def read_jsonl(path: Path) -> list[EpisodeRecord]:
     return records
 
 
-def sort_records(records: Iterable[EpisodeRecord], task_order: list[tuple[str, int]]) -> list[EpisodeRecord]:
+def sort_records(records: Iterable[EpisodeRecord], task_order: list[TaskKey]) -> list[EpisodeRecord]:
     rank = {key: i for i, key in enumerate(task_order)}
     return sorted(
         records,

@@ -1,6 +1,7 @@
 """The decisions of a sequential sweep without a baseline (eval.sequential.stop): after a round each combination's
 undecided tasks are judged one by one on the episodes 0..end-1 of all its shards, as a single process judges them
-(app/sequential.py, results/sequential.one_policy), so both stop at the same episode with the same summary."""
+(run/sources/rounds.py, with the same `results.sequential.TaskStops`), so both stop at the same episode with the same
+summary."""
 
 from __future__ import annotations
 
@@ -10,23 +11,32 @@ from typing import Any
 
 from lerobot_hydra.config.schema import SequentialConfig
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.launch.round_decisions import TaskKey, all_stopped, sweep_outcomes
-from lerobot_hydra.results.sequential import Decision, one_policy_of
+from lerobot_hydra.core.records import TaskKey
+from lerobot_hydra.launch.round_decisions import all_stopped, sweep_outcomes
+from lerobot_hydra.results.sequential import Decision, TaskStops, one_policy_of
 
 
 @dataclass
 class OnePolicyRounds:
-    """Each combination's eval.sequential, and every stop so far: label -> task -> (episodes, decision)."""
+    """Each combination's eval.sequential, and its stops so far."""
 
     settings: dict[str, SequentialConfig]  # label -> its eval.sequential
     n_max: int
-    stops: dict[str, dict[TaskKey, tuple[int, Decision]]] = field(default_factory=dict)
+    decided: dict[str, TaskStops] = field(default_factory=dict)
     names: dict[TaskKey, str] = field(default_factory=dict)
     tasks: dict[str, list[TaskKey]] = field(default_factory=dict)  # each combination's, once its shards ran
+
+    def __post_init__(self) -> None:
+        for label, seq in self.settings.items():
+            self.decided[label] = TaskStops(asdict(seq), self.n_max, names=self.names)
 
     @property
     def labels(self) -> set[str]:
         return set(self.settings)
+
+    @property
+    def stops(self) -> dict[str, dict[TaskKey, tuple[int, Decision]]]:
+        return {label: decided.stops for label, decided in self.decided.items()}
 
     def finished(self, label: str) -> bool:
         """Whether every task of `label` stopped (so its jobs have nothing left to run)."""
@@ -38,9 +48,9 @@ class OnePolicyRounds:
         self.tasks = {label: list(by_task) for label, by_task in outcomes.items()}
         said = []
         for label, by_task in outcomes.items():
-            done = self.stops.setdefault(label, {})
+            decided = self.decided[label]
             for key, by_index in by_task.items():
-                if key in done:
+                if key in decided.stops:
                     continue
                 if any(k not in by_index for k in range(end)):
                     raise UserError(
@@ -48,20 +58,10 @@ class OnePolicyRounds:
                         "the sweep with the same hydra.sweep.dir (recorded episodes are kept)"
                     )
                 decision = one_policy_of(self.settings[label], [by_index[k] for k in range(end)])
-                if not decision.stop and end == self.n_max:
-                    decision = Decision(True, "undecided", f"the maximum of {end} episodes: {decision.why}")
-                if decision.stop:
-                    done[key] = (end, decision)
-                    name = self.names[key]
-                    said.append(f"{label}: {name}: stopped after {end} episodes, {decision.outcome}: {decision.why}")
+                if decided.judge(key, decision, end) is not None:
+                    said.append(f"{label}: {decided.said(key)}")
         return said
 
     def summary(self, label: str) -> dict[str, Any]:
         """What results.sequential holds for combination `label`, as a single process writes it."""
-        stops = self.stops.get(label, {})
-        per_task = {
-            self.names[k]: {"n_episodes": stops[k][0], "outcome": stops[k][1].outcome, "why": stops[k][1].why}
-            for k in self.tasks.get(label, [])
-            if k in stops
-        }
-        return {"settings": asdict(self.settings[label]), "n_episodes_max": self.n_max, "per_task": per_task}
+        return self.decided[label].summary(self.tasks.get(label, []))

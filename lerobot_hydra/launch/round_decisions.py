@@ -11,12 +11,11 @@ from typing import Any
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.labels import distinguishing_labels, split_label
+from lerobot_hydra.core.records import TaskKey
 from lerobot_hydra.merge.baseline import holds
-from lerobot_hydra.results.sequential import Decision, paired
+from lerobot_hydra.results.sequential import Decision, TaskStops, paired
 from lerobot_hydra.results.table import task_label
 from lerobot_hydra.rundir.shard_file import find_shard_files, load_shard
-
-TaskKey = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -29,24 +28,33 @@ class Settings:
 
 @dataclass
 class Rounds:
-    """Each candidate's baseline, and every stop so far: label -> task -> (episodes, decision)."""
+    """Each candidate's baseline, and the stops so far of every combination."""
 
     settings: Settings
     baseline: str
     n_max: int
     pairs: dict[str, str]  # candidate label -> baseline label
     shown: dict[str, str] = field(default_factory=dict)  # label -> what tells it apart (policy=random)
-    stops: dict[str, dict[TaskKey, tuple[int, Decision]]] = field(default_factory=dict)
+    decided: dict[str, TaskStops] = field(default_factory=dict)
     names: dict[TaskKey, str] = field(default_factory=dict)
     tasks: dict[str, list[TaskKey]] = field(default_factory=dict)  # each combination's, once its shards ran
 
     def __post_init__(self) -> None:
         labels = sorted(self.labels)
         self.shown = dict(zip(labels, distinguishing_labels(labels), strict=True))
+        s = self.settings
+        for label in labels:
+            shown = {"test": "paired SPRT", "alpha": s.alpha, "beta": s.beta, "detect": s.detect}
+            shown |= {"discordance": s.discordance, "baseline": self.shown[self.pairs.get(label, label)]}
+            self.decided[label] = TaskStops(shown, self.n_max, "pairs", names=self.names)
 
     @property
     def labels(self) -> set[str]:
         return set(self.pairs) | set(self.pairs.values())
+
+    @property
+    def stops(self) -> dict[str, dict[TaskKey, tuple[int, Decision]]]:
+        return {label: decided.stops for label, decided in self.decided.items()}
 
     def finished(self, label: str) -> bool:
         """Whether every task of `label` stopped (so its jobs have nothing left to run)."""
@@ -58,9 +66,9 @@ class Rounds:
         self.tasks = {label: list(by_task) for label, by_task in outcomes.items()}
         said = []
         for cand, base in self.pairs.items():
-            done = self.stops.setdefault(cand, {})
+            decided = self.decided[cand]
             for key in outcomes[base]:
-                if key in done:
+                if key in decided.stops:
                     continue
                 pairs = [(outcomes[base][key].get(k), outcomes[cand].get(key, {}).get(k)) for k in range(end)]
                 if any(a is None or b is None for a, b in pairs):
@@ -71,41 +79,26 @@ class Rounds:
                     )
                 s = self.settings
                 decision = paired(pairs, s.alpha, s.beta, s.detect, s.discordance)  # type: ignore[arg-type]
-                if not decision.stop and end == self.n_max:
-                    decision = Decision(True, "undecided", f"the maximum of {end} pairs: {decision.why}")
-                if decision.stop:
-                    done[key] = (end, decision)
-                    said.append(
-                        f"{self.shown[cand]}: {self.names[key]}: {decision.outcome} after {end} pairs ({decision.why})"
-                    )
+                if decided.judge(key, decision, end) is not None:
+                    said.append(f"{self.shown[cand]}: {decided.said(key)}")
         self._stop_baselines(outcomes)
         return said
 
     def _stop_baselines(self, outcomes: dict[str, dict[TaskKey, dict[int, bool]]]) -> None:
+        """A baseline's task stops once every candidate paired with it stopped there, after the most pairs."""
         for base in set(self.pairs.values()):
-            cands = [c for c, b in self.pairs.items() if b == base]
-            done = self.stops.setdefault(base, {})
+            cands = {self.shown[c]: self.decided[c] for c, b in self.pairs.items() if b == base}
+            done = self.decided[base].stops
             for key in outcomes[base]:
-                if key in done or not all(key in self.stops.get(c, {}) for c in cands):
+                if key in done or not all(key in c.stops for c in cands.values()):
                     continue
-                n = max(self.stops[c][key][0] for c in cands)
-                why = "; ".join(
-                    f"{self.shown[c]} {self.stops[c][key][1].outcome}: {self.stops[c][key][1].why}" for c in cands
-                )
+                n = max(c.stops[key][0] for c in cands.values())
+                why = "; ".join(f"{name} {c.stops[key][1].outcome}: {c.stops[key][1].why}" for name, c in cands.items())
                 done[key] = (n, Decision(True, "baseline", f"the baseline of {why}"))
 
     def summary(self, label: str) -> dict[str, Any]:
         """What results.sequential holds for combination `label` (eval_info.json, report.html)."""
-        s = self.settings
-        settings = {"test": "paired SPRT", "alpha": s.alpha, "beta": s.beta, "detect": s.detect}
-        settings |= {"discordance": s.discordance, "baseline": self.shown[self.pairs.get(label, label)]}
-        stops = self.stops.get(label, {})
-        per_task = {
-            self.names[k]: {"n_episodes": stops[k][0], "outcome": stops[k][1].outcome, "why": stops[k][1].why}
-            for k in self.tasks.get(label, [])
-            if k in stops
-        }
-        return {"settings": settings, "n_episodes_max": self.n_max, "per_task": per_task}
+        return self.decided[label].summary(self.tasks.get(label, []))
 
 
 def pair_combinations(labels: Sequence[str], baseline: str) -> dict[str, str]:

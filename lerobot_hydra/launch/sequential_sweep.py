@@ -95,8 +95,8 @@ class SequentialSweep(Sweeper):
         published: set[str] = set()  # combinations launched once more after their last stop: their files say so
         for i in itertools.count():
             end = ends[min(i, len(ends) - 1)]
-            self._write(sweep_dir, end, state)
             finishing = {label for label in labels if state.finished(label)} - published
+            self._write(sweep_dir, end, state, finishing)
             active = [j for j, label in enumerate(labels) if label not in published]
             log.info("sequential sweep: round up to episode %d, %d of %d jobs", end, len(active), len(jobs))
             for start, segment in _contiguous(active):
@@ -111,10 +111,10 @@ class SequentialSweep(Sweeper):
                 log.info("sequential sweep: %s", line)
         raise AssertionError("unreachable")
 
-    def _write(self, sweep_dir: Path, end: int, state: Rounds | OnePolicyRounds) -> None:
+    def _write(self, sweep_dir: Path, end: int, state: Rounds | OnePolicyRounds, final: set[str]) -> None:
         stops = {label: {k: n for k, (n, _) in state.stops.get(label, {}).items()} for label in state.labels}
         summaries = {label: state.summary(label) for label in state.labels}
-        write_state(sweep_dir, end, state.n_max, self.baseline, stops, summaries)
+        write_state(sweep_dir, end, state.n_max, self.baseline, stops, summaries, final)
 
     def _sizes(self, jobs: list[list[str]], labels: list[str]) -> tuple[int, int, dict[str, SequentialConfig]]:
         """(eval.n_episodes, eval.sequential.round), which every combination must share, and each one's

@@ -2,8 +2,10 @@
 written into its sweep dir before each round's jobs are launched and read by each job (app/main.py) and the merge.
 
 It holds the round's end (each task's episodes 0..end-1 run), and per combination (its label) the tasks already
-stopped, after how many episodes, and the stopping summary so far (what results.sequential holds). A job runs only
-what the file allows, so the records are the same whatever the launcher, shards or timing.
+stopped, after how many episodes, the stopping summary so far (what results.sequential holds) and whether this is
+the combination's last launch (every task stopped: its jobs then end their runs, and a served policy's server
+counts them complete). A job runs only what the file allows, so the records are the same whatever the launcher,
+shards or timing.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from typing import Any
 
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.core.records import TaskKey
+from lerobot_hydra.run.work import RoundCap
 
 STATE_FILE = "sequential_state.json"
-TaskKey = tuple[str, int]
 
 
 def write_state(
@@ -26,11 +29,13 @@ def write_state(
     baseline: str,
     stops: dict[str, dict[TaskKey, int]],
     summaries: dict[str, dict[str, Any]],
+    final: set[str],
 ) -> None:
     combos = {
         label: {
             "stops": [{"task_group": g, "task_id": t, "n_episodes": n} for (g, t), n in stops.get(label, {}).items()],
             "sequential": summaries.get(label),
+            "final": label in final,
         }
         for label in sorted(set(stops) | set(summaries))
     }
@@ -48,8 +53,8 @@ def read_state(sweep_dir: Path) -> dict[str, Any] | None:
         raise UserError(f"{path} cannot be read ({err}); re-run the sweep with hydra/sweeper=sequential") from err
 
 
-def job_round(sweep_dir: Path, label: str) -> tuple[int, dict[TaskKey, int], dict[str, Any] | None]:
-    """The round a job of combination `label` runs: (end, stopped tasks -> episodes, stopping summary so far)."""
+def job_round(sweep_dir: Path, label: str) -> RoundCap:
+    """The round a job of combination `label` runs."""
     state = read_state(sweep_dir)
     if state is None:
         raise UserError(
@@ -60,7 +65,7 @@ def job_round(sweep_dir: Path, label: str) -> tuple[int, dict[TaskKey, int], dic
     if combo is None:
         raise UserError(f"'{label}' is not a combination of the sequential sweep in {sweep_dir}; re-run the sweep")
     stops = {(str(s["task_group"]), int(s["task_id"])): int(s["n_episodes"]) for s in combo["stops"]}
-    return int(state["round_end"]), stops, combo.get("sequential")
+    return RoundCap(int(state["round_end"]), stops, combo.get("sequential"), bool(combo.get("final", False)))
 
 
 def final_summary(sweep_dir: Path, label: str) -> dict[str, Any] | None:

@@ -1,4 +1,4 @@
-"""Rollout recording (`eval.record`): every step of every recorded episode written as a LeRobotDataset (v3) with
+"""Rollout recording (`eval.recording`): every step of every recorded episode written as a LeRobotDataset (v3) with
 LeRobot's own writer, in `<run dir>/recording/part-NNN` (a resumed run writes a new part; the merge of a sweep
 joins every part of every shard with LeRobot's `aggregate_datasets`). Each frame carries the episode's seed, task
 (its position in the run's task list, and its id) and episode index (`eval.*` features) and its task text, so a
@@ -45,12 +45,12 @@ _STEP_FEATURES = {"next.reward": "float32", "next.done": "bool", "next.success":
 def recording(
     eval_cfg: EvalConfig, env: EnvConfig, tasks: list[TaskSpec], out_dir: Path
 ) -> Iterator[DatasetRecorder | None]:
-    """The run's recorder while the block runs (None when `eval.record` is unset), finalized at its end; `tasks`:
+    """The run's recorder while the block runs (None when `eval.recording` is unset), finalized at its end; `tasks`:
     the run's tasks, whose position is each frame's `eval.task_index`."""
-    if eval_cfg.record is None:
+    if eval_cfg.recording is None:
         yield None
         return
-    recorder = DatasetRecorder(out_dir, eval_cfg.record, eval_cfg.record_images, env.fps, dict(env.features_map))
+    recorder = DatasetRecorder(out_dir, eval_cfg.recording, eval_cfg.recording_images, env.fps, dict(env.features_map))
     recorder.task_index = {t.key: i for i, t in enumerate(tasks)}
     try:
         with using_recorder(recorder):
@@ -191,7 +191,7 @@ class DatasetRecorder:
         unknown = [k for k in self._keys if k not in observation]
         if unknown:
             raise UserError(
-                f"eval.record names observation key(s) {', '.join(unknown)} the env does not return; "
+                f"eval.recording names observation key(s) {', '.join(unknown)} the env does not return; "
                 f"choose among {', '.join(sorted(observation))} (or 'all')"
             )
         return self._keys

@@ -30,10 +30,10 @@ def dataset_class() -> Any:
         from lerobot.datasets.lerobot_dataset import LeRobotDataset
     except ImportError as err:
         raise UserError(
-            f"eval.record needs LeRobot's dataset writer ({err}); install lerobot>=0.4 or unset it"
+            f"eval.recording needs LeRobot's dataset writer ({err}); install lerobot>=0.4 or unset it"
         ) from None
     if not all(hasattr(LeRobotDataset, name) for name in ("create", "add_frame", "save_episode", "finalize")):
-        raise UserError("eval.record needs LeRobot's v3 dataset writer (lerobot>=0.4); upgrade LeRobot or unset it")
+        raise UserError("eval.recording needs LeRobot's v3 dataset writer (lerobot>=0.4); upgrade LeRobot or unset it")
     return LeRobotDataset
 
 

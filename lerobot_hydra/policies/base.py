@@ -36,8 +36,14 @@ class Policy(Protocol):
         ...
 
     def finish(self) -> None:
-        """Every episode of the run ran (called once, on the policy built for the run, not on its forks): a remote
-        policy tells its server and disconnects (serving/client.py); by default there is nothing to do."""
+        """Every episode of the run ran (called once, at the run's true end, on the policy built for the run, not
+        on its forks): a remote policy tells its server and disconnects (serving/client.py); by default there is
+        nothing to do."""
+
+    def close(self) -> None:
+        """The process is done with the policy, but the run goes on elsewhere (a round of a sequential sweep, a
+        stopped run): a remote policy disconnects without telling its server the run completed; by default there
+        is nothing to do. Called instead of `finish`, once."""
 
 
 class RowResettablePolicy(Policy, Protocol):
@@ -72,6 +78,12 @@ class PolicyConfig:
         """The observation keys (as the env's `pre` processors name them) this policy reads from `env`; None: it
         may read any. Known before any simulator starts, so that the env computes only these."""
         return None
+
+    def resets_rows(self) -> bool:
+        """Whether the policy this config builds resets its batch rows one at a time (its class subclasses
+        `RowResettablePolicy`), known before it is built, so that the workers can start building simulators for
+        batches that mix tasks; False where it is not known (the workers then plan for batches of one task)."""
+        return False
 
     def family(self) -> str | None:
         """The LeRobot policy type of this policy's checkpoint (config.json's `type`), read without importing

@@ -49,6 +49,9 @@ class FunctionPolicyConfig(PolicyConfig):
     def reads(self, env: EnvConfig) -> set[str]:
         return set(self.inputs)
 
+    def resets_rows(self) -> bool:
+        return True
+
     def build(self, env: EnvConfig, device: str) -> FunctionPolicy:
         _, action_space = env.spaces(env.tasks()[0])
         return FunctionPolicy(resolve_function(self.function), list(self.inputs), dict(self.kwargs), action_space)

@@ -10,7 +10,7 @@ from typing import Any
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import EnvConfig
-from lerobot_hydra.policies.base import Policy, PolicyConfig
+from lerobot_hydra.policies.base import Policy, PolicyConfig, RowResettablePolicy
 
 PROTOCOL_METHODS = ("reset", "select_action", "fork", "finish")
 
@@ -72,6 +72,15 @@ class LivePolicyConfig(PolicyConfig):
 
     def __post_init__(self) -> None:
         self.live: LivePolicy | None = None  # set by the API before each evaluation (not a setting)
+
+    def resets_rows(self) -> bool:
+        if self.live is None:
+            return False
+        if self.live.is_lerobot:
+            from lerobot_hydra.policies.lerobot.rows import PER_ROW_FAMILIES
+
+            return self.live.policy.config.type in PER_ROW_FAMILIES
+        return RowResettablePolicy in type(self.live.policy).__mro__
 
     def reads(self, env: EnvConfig) -> set[str] | None:
         if self.live is None or not self.live.is_lerobot:

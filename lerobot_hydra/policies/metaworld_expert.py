@@ -31,6 +31,9 @@ class MetaWorldExpertConfig(PolicyConfig):
     def reads(self, env: EnvConfig) -> set[str]:
         return {STATE_KEY}
 
+    def resets_rows(self) -> bool:
+        return True
+
     def build(self, env: EnvConfig, device: str) -> MetaWorldExpertPolicy:
         from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig
 

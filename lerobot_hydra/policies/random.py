@@ -21,6 +21,9 @@ class RandomPolicyConfig(PolicyConfig):
     def reads(self, env: EnvConfig) -> set[str]:
         return set()
 
+    def resets_rows(self) -> bool:
+        return True
+
     def build(self, env: EnvConfig, device: str) -> RandomPolicy:
         _, action_space = env.spaces(env.tasks()[0])
         return RandomPolicy(action_space)

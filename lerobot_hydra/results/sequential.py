@@ -24,9 +24,11 @@ batch size, shards, lanes or timing.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lerobot_hydra.core.records import TaskKey
 
 if TYPE_CHECKING:
     from lerobot_hydra.config.schema import SequentialConfig
@@ -137,8 +139,53 @@ def rounds(n_max: int, round_size: int) -> list[int]:
 
 def stopping_point(decide, n_max: int, round_size: int) -> tuple[int, Decision]:  # type: ignore[no-untyped-def]
     """The first round end n at which decide(n) stops, else the maximum (`undecided` unless decided there)."""
+    stops = TaskStops({}, n_max)
     for n in rounds(n_max, round_size):
-        decision = decide(n)
-        if decision.stop:
-            return n, decision
-    return n_max, Decision(True, "undecided", f"the maximum of {n_max} episodes: {decision.why}")
+        if stops.judge(("", 0), decide(n), n) is not None:
+            break
+    return stops.stops[("", 0)]
+
+
+@dataclass
+class TaskStops:
+    """When and why each task of one configuration stopped: the one place where a round's decision becomes a stop
+    (a task still undecided at the maximum stops as `undecided`) and where the stopping summary (what
+    `Results.sequential` holds) is written. `settings` are shown in the summary; `counted` names what a decision
+    counts (episodes, or pairs for a paired test)."""
+
+    settings: dict[str, Any]
+    n_max: int
+    counted: str = "episodes"
+    stops: dict[TaskKey, tuple[int, Decision]] = field(default_factory=dict)
+    names: dict[TaskKey, str] = field(default_factory=dict)
+
+    def judge(self, key: TaskKey, decision: Decision, end: int) -> Decision | None:
+        """Takes `decision`, made on `key`'s first `end` outcomes; returns it when the task stops there."""
+        if key in self.stops or (not decision.stop and end < self.n_max):
+            return None
+        if not decision.stop:
+            decision = Decision(True, "undecided", f"the maximum of {end} {self.counted}: {decision.why}")
+        self.stops[key] = (end, decision)
+        return decision
+
+    def stopped_after(self) -> dict[TaskKey, int]:
+        return {key: n for key, (n, _) in self.stops.items()}
+
+    def said(self, key: TaskKey) -> str:
+        """The line that says when and why `key` stopped."""
+        n, decision = self.stops[key]
+        return f"{self.names.get(key, key)}: stopped after {n} {self.counted}, {decision.outcome}: {decision.why}"
+
+    def summary(self, tasks: Iterable[TaskKey] | None = None, interrupted_in: int | None = None) -> dict[str, Any]:
+        """The stopping summary: the settings, the maximum and, per task stopped (of `tasks`, in their order),
+        after how many episodes, as what and why."""
+        keys = [k for k in tasks if k in self.stops] if tasks is not None else list(self.stops)
+        per_task = {
+            self.names.get(k, str(k)): {"n_episodes": n, "outcome": d.outcome, "why": d.why}
+            for k in keys
+            for n, d in [self.stops[k]]
+        }
+        out: dict[str, Any] = {"settings": self.settings, "n_episodes_max": self.n_max, "per_task": per_task}
+        if interrupted_in is not None:
+            out["interrupted_in_round_ending"] = interrupted_in
+        return out

@@ -5,8 +5,8 @@ The lanes share one stop event, checked before every step: when a lane fails, or
 (Ctrl-C, SLURM's SIGTERM; see stopping.py), every other lane stops at its next step instead of running its tasks
 to the end, and the first error is the one raised. What finished is already recorded.
 
-A run's workers are closed at its end, unless its caller hands it the pools (`make_pools`: the Python API's
-`WarmPools`, a dynamic shard's blocks): those, and the simulators in them, serve the caller's next run too.
+A run's workers are closed at its end, unless its caller hands it the pools (`make_pools`: a run context's
+`run.pools.KeptPools`): those, and the simulators in them, serve the caller's next batch of work too.
 """
 
 from __future__ import annotations
@@ -20,15 +20,18 @@ from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.processors.pipeline import Pipeline
+from lerobot_hydra.rollout.episodes import Unit
 from lerobot_hydra.rollout.filming import Filming
 from lerobot_hydra.rollout.plan import episode_seed
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.recording import step_recorder
 from lerobot_hydra.rollout.runner import OnRecord, RolloutContext, TaskWork, run_segment
+from lerobot_hydra.rollout.schedule import Schedule
 from lerobot_hydra.vector.task_envs import EnvPool, close_pools, create_pools
 
 Pools = dict[tuple[str, int], EnvPool]
-MakePools = Callable[[EnvConfig, list[TaskSpec], int, bool, bool], Pools]
+# (lane, env, the lane's tasks, sub-envs, in workers, rendering) -> the lane's pool of each task.
+MakePools = Callable[[int, EnvConfig, list[TaskSpec], int, bool, bool], Pools]
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,21 @@ class LaneSettings:
     use_async: bool  # sub-envs in worker processes (one each) rather than in this process
     max_parallel_tasks: int = 1  # lanes
     render: bool = False  # sub-envs that can render frames (videos)
+    mixes_tasks: bool = False  # the policy resets rows one at a time (`PolicyConfig.resets_rows`): batches mix tasks
+
+
+def _spread(first: list[TaskWork], n: int) -> list[TaskSpec]:
+    """`n` sub-envs' tasks, taken from the segment's tasks in turn, each as often as it has episodes."""
+    left = {w.task: len(w.episodes) for w in first}
+    out: list[TaskSpec] = []
+    turn = 0
+    while len(out) < n:
+        task = first[turn % len(first)].task
+        turn += 1
+        if left[task]:
+            left[task] -= 1
+            out.append(task)
+    return out
 
 
 def segments(lane_work: list[TaskWork], pools: Pools) -> list[list[TaskWork]]:
@@ -58,25 +76,6 @@ def segments(lane_work: list[TaskWork], pools: Pools) -> list[list[TaskWork]]:
     return out
 
 
-class WarmPools:
-    """Pools kept from one run to the next (a `MakePools`): a lane asking for the same tasks and sizes again gets
-    the same workers, with the simulators they hold. The owner closes them."""
-
-    def __init__(self) -> None:
-        self._kept: dict[tuple, Pools] = {}
-
-    def __call__(self, config: EnvConfig, tasks: list[TaskSpec], n_envs: int, use_async: bool, render: bool) -> Pools:
-        key = (tuple(t.key for t in tasks), n_envs, use_async, render)
-        if key not in self._kept:
-            self._kept[key] = create_pools(config, tasks, n_envs, use_async, render)
-        return self._kept[key]
-
-    def close(self) -> None:
-        """Closes every kept worker (idempotent)."""
-        while self._kept:
-            close_pools(self._kept.popitem()[1])
-
-
 def evaluate(
     settings: LaneSettings,
     work: list[TaskWork],
@@ -84,20 +83,19 @@ def evaluate(
     on_record: OnRecord,
     progress: Progress,
     videos: Filming | None = None,
-    finish: bool = True,
     make_pools: MakePools | None = None,
 ) -> None:
     """Run every task's remaining episodes, `max_parallel_tasks` tasks at a time, each lane with its own
     workers and its own policy state; every record goes to `on_record` as its episode ends.
 
     `build_policy` makes the policy (a built one: `lambda: policy`); the workers start, and begin building their
-    first task's simulators, while it runs (policy loading and simulator creation both take seconds). `finish`:
-    call the policy's `finish` at the end (False when the caller evaluates more work with it afterwards).
-    `make_pools`: where the lanes' envs come from instead of `create_pools`; the caller then owns (and closes)
-    them, so that they, and the simulators their slots hold, serve the caller's next call too."""
+    first task's simulators, while it runs (policy loading and simulator creation both take seconds); whoever
+    built the policy tells it when the run is over (`Policy.finish`). `make_pools`: where the lanes' envs come
+    from instead of `create_pools`; the caller then owns (and closes) them, so that they, and the simulators their
+    slots hold, serve the caller's next call too."""
     work = [w for w in work if w.episodes]
     if work:
-        _Lanes(settings, work, on_record, progress, videos, make_pools).run(build_policy, finish)
+        _Lanes(settings, work, on_record, progress, videos, make_pools).run(build_policy)
 
 
 class _Lanes:
@@ -124,10 +122,10 @@ class _Lanes:
 
         self.on_record = locked_record
 
-    def run(self, build_policy: Callable[[], Policy], finish: bool) -> None:
+    def run(self, build_policy: Callable[[], Policy]) -> None:
         try:
             with cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="env-start") as starter:
-                started = starter.submit(lambda: [self._start_lane(lane) for lane in self.lanes])
+                started = starter.submit(lambda: [self._start_lane(i, lane) for i, lane in enumerate(self.lanes)])
                 try:
                     built = build_policy()
                 except BaseException:
@@ -142,36 +140,34 @@ class _Lanes:
                 self._run_lane(self.lanes[0], lane_pools[0], built)
             else:
                 self._run_parallel(lane_pools, built)
-            if finish:
-                built.finish()
         finally:
             for pools in self.opened:
                 close_pools(pools)
 
-    def _start_lane(self, lane_work: list[TaskWork]) -> Pools:
+    def _start_lane(self, lane: int, lane_work: list[TaskWork]) -> Pools:
         s = self.settings
         tasks = [w.task for w in lane_work]
-        pools = (self.make_pools or create_pools)(s.env, tasks, self.n_envs, s.use_async, s.render)
-        if self.make_pools is None:
+        if self.make_pools is not None:
+            pools = self.make_pools(lane, s.env, tasks, self.n_envs, s.use_async, s.render)
+        else:
+            pools = create_pools(s.env, tasks, self.n_envs, s.use_async, s.render)
             self.opened.append(pools)
         first = segments(lane_work, pools)[0]
         pool = pools[first[0].task.key]
-        # Each sub-env builds the simulator of the first episode it will run (mixed) or could run (unmixed),
-        # unless it holds one of a task of this segment already (kept pools: it runs that task's episodes).
-        # Kept pools are spread over the tasks, so that each sub-env may keep its task's simulator from run to run.
-        # A sub-env that will start an episode of the first batch's head task also resets into it now (while the
-        # policy loads): the schedule gives sub-env i the i-th of those episodes.
-        units = [(w.task, k) for w in first for k in w.episodes][: pool.num_envs]
-        head = units[0][0] if units else None
-        upcoming = [task for task, _ in units]
-        if self.make_pools is not None:
-            upcoming = [first[slot % len(first)].task for slot in range(len(upcoming))]
-        kept = {w.task for w in first}
-        for slot, task in enumerate(upcoming):
+        # Each sub-env keeps the simulator it holds of a task of this segment (kept pools), else builds one. Where
+        # batches mix tasks (workers, a policy that resets rows one at a time) the sub-envs are spread over the
+        # segment's tasks, so that each runs its own task's episodes and builds no other simulator while that task
+        # has some; else a batch holds one task, in task order. Each sub-env also resets now, while the policy
+        # loads, into the episode the schedule will give it first.
+        units = [Unit(w.task, k, episode_seed(s.base_seed, k)) for w in first for k in w.episodes]
+        n, kept, mixed = min(pool.num_envs, len(units)), {w.task for w in first}, pool.in_workers and s.mixes_tasks
+        fresh = _spread(first, n) if mixed else [u.task for u in units[:n]]
+        bound = [held if (held := pool.tasks[slot]) in kept else fresh[slot] for slot in range(n)]
+        starts = Schedule(units, mixed=mixed).first_batch(n, bound)
+        for slot, task in enumerate(bound):
             if pool.tasks[slot] not in kept:
-                known = self.make_pools is None and task == head
-                episode = (units[slot][1], episode_seed(s.base_seed, units[slot][1])) if known else None
-                pool.prepare_ahead(slot, task, episode)
+                unit = starts[slot] if slot < len(starts) else None
+                pool.prepare_ahead(slot, task, (unit.index, unit.seed) if unit and unit.task == task else None)
         return pools
 
     def _run_lane(self, lane_work: list[TaskWork], pools: Pools, lane_policy: Policy) -> None:

@@ -71,14 +71,35 @@ def episode_seed(base_seed: int, episode_index: int) -> int:
     return base_seed + episode_index
 
 
+def split_blocks(blocks: Sequence[TaskBlock], shard_id: int, num_shards: int) -> list[TaskBlock]:
+    """Part `shard_id` of `num_shards` contiguous parts of the units of `blocks` (in their order), sizes differing by
+    at most one, as `shard_plan` splits a whole run; time grows with the blocks, not with their episodes."""
+    start, stop = shard_bounds(plan_size(blocks), shard_id, num_shards)
+    out, offset = [], 0
+    for block in blocks:
+        n = len(block.episodes)
+        first, end = max(start - offset, 0), min(stop - offset, n)
+        if first < end:
+            out.append(TaskBlock(block.task_group, block.task_id, block.first + first, block.first + end - 1))
+        offset += n
+    return out
+
+
 def claim_blocks(task_keys: Sequence[tuple[str, int]], n_episodes: int, num_shards: int) -> list[list[TaskBlock]]:
-    """The blocks a dynamic sweep's shards claim (rundir/queue.py), per shard region: region k is shard k's static
-    block (`shard_plan`), cut into blocks that never cross a task and shrink towards the region's end (1 / (4 N) of
-    what remains of the region, at least one episode). A shard works through its own region from the front; a
-    shard that ran out takes blocks from the back of the others, so the last blocks claimed are the smallest."""
+    """The blocks a dynamic sweep's shards claim over every episode of the run (`claim_regions`)."""
+    keys = list(dict.fromkeys(task_keys))
+    return claim_regions([TaskBlock(*key, 0, n_episodes - 1) for key in keys if n_episodes > 0], num_shards)
+
+
+def claim_regions(work: Sequence[TaskBlock], num_shards: int) -> list[list[TaskBlock]]:
+    """The blocks a dynamic sweep's shards claim (rundir/queue.py), per shard region: region k is the k-th
+    contiguous part of `work` (`split_blocks`), cut into blocks that never cross a task and shrink towards the
+    region's end (1 / (4 N) of what remains of the region, at least one episode). A shard works through its own
+    region from the front; a shard that ran out takes blocks from the back of the others, so the last blocks claimed
+    are the smallest."""
     regions = []
     for shard_id in range(num_shards):
-        parts = shard_plan(task_keys, n_episodes, shard_id, num_shards)
+        parts = split_blocks(work, shard_id, num_shards)
         remaining = plan_size(parts)
         blocks: list[TaskBlock] = []
         for part in parts:

@@ -19,17 +19,16 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from lerobot_hydra.core.durable import read_json_object, remove_temporaries, write_json_atomic
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.layout import EPISODES_FILE, SESSIONS_FILE
-from lerobot_hydra.core.records import EpisodeRecord, append_jsonl, read_jsonl, sort_records
+from lerobot_hydra.core.records import EpisodeKey, EpisodeRecord, TaskKey, append_jsonl, read_jsonl, sort_records
 from lerobot_hydra.envs.base import TaskSpec
-from lerobot_hydra.outputs.video import remove_partial_videos
-from lerobot_hydra.rollout.plan import TaskBlock, plan_size
+from lerobot_hydra.outputs.video import remove_partial_videos, without_missing_videos
+from lerobot_hydra.rollout.plan import TaskBlock
 from lerobot_hydra.rollout.provenance import check_resumed_versions
 from lerobot_hydra.rundir.lock import DirLock
 from lerobot_hydra.rundir.shard_file import ShardFile, ShardFormatError, fingerprint
@@ -72,16 +71,8 @@ class RunStore:
         self.identity, self.fingerprint, self.provenance = identity, fingerprint(identity), provenance
         self.header = self.shard_file.header(identity, label, tasks, plan, provenance)
         self._task_order = [t.key for t in tasks]
+        self.plan = list(plan)
         self._plan = {block.key: block.episodes for block in plan}
-        self._planned_count = plan_size(plan)
-        # Set by a dynamic shard (rundir/queue.py): whether the sweep's queue was drained, which is what complete
-        # means for it (its own records are only its part of the plan).
-        self.drained: bool | None = None
-        # Called with each record the store accepts (a rollout recorder writes the episode's steps then), and with
-        # each record of an episode recorded earlier that ran again (for its steps: outputs/recording.py).
-        self.on_added: Callable[[EpisodeRecord], None] | None = None
-        self.on_again: Callable[[EpisodeRecord], None] | None = None
-        self.stopped: dict[tuple[str, int], int] = {}  # sequential stopping: task -> episodes it stopped after
         self._lock = DirLock(out_dir, "an evaluation").acquire()
         self._heartbeat_stop = threading.Event()
         self._sessions_lock = threading.Lock()
@@ -101,9 +92,9 @@ class RunStore:
         corrupt = self._check_previous()
         _drop_torn_tail(self.episodes_path)
         by_unit = {r.unit: r for r in read_jsonl(self.episodes_path) if self.planned(r.unit)}
-        self.records: list[EpisodeRecord] = list(by_unit.values())
+        self._records: list[EpisodeRecord] = list(by_unit.values())
         self._units = set(by_unit)
-        self.resumed = len(self.records)
+        self.resumed = len(self._records)
         self._previous_sessions = self._read_sessions(corrupt is not None)
         self._session = {
             "host": socket.gethostname(),
@@ -167,48 +158,41 @@ class RunStore:
             self._check_identity(data.get("fingerprint"), data.get("identity", {}))
         return sessions
 
-    def planned(self, unit: tuple[str, int, int]) -> bool:
+    def planned(self, unit: EpisodeKey) -> bool:
         episodes = self._plan.get(unit[:2])
         return episodes is not None and unit[2] in episodes
 
-    def done(self) -> set[tuple[str, int, int]]:
-        return {r.unit for r in self.records}
+    @property
+    def records(self) -> tuple[EpisodeRecord, ...]:
+        return tuple(self._records)
 
-    def recorded_per_task(self) -> tuple[Counter[tuple[str, int]], Counter[tuple[str, int]]]:
+    def done(self) -> set[EpisodeKey]:
+        return set(self._units)
+
+    def recorded_per_task(self) -> tuple[Counter[TaskKey], Counter[TaskKey]]:
         """(episodes, successes) recorded so far, per task key."""
-        episodes: Counter[tuple[str, int]] = Counter()
-        successes: Counter[tuple[str, int]] = Counter()
-        for r in self.records:
-            episodes[(r.task_group, r.task_id)] += 1
-            successes[(r.task_group, r.task_id)] += int(r.success)
+        episodes: Counter[TaskKey] = Counter()
+        successes: Counter[TaskKey] = Counter()
+        for r in self._records:
+            episodes[r.task_key] += 1
+            successes[r.task_key] += int(r.success)
         return episodes, successes
 
-    def add(self, record: EpisodeRecord) -> None:
-        if record.unit not in self._units:  # a unit is recorded once, whatever hands it in
-            self._units.add(record.unit)
-            append_jsonl(self.episodes_path, record)
-            self.records.append(record)
-            if self.on_added is not None:
-                self.on_added(record)
-        elif self.on_again is not None:
-            self.on_again(record)
+    def add(self, record: EpisodeRecord) -> bool:
+        """Appends (and fsyncs) `record`; False, and nothing written, when its episode is recorded already."""
+        if record.unit in self._units:
+            return False
+        self._units.add(record.unit)
+        append_jsonl(self.episodes_path, record)
+        self._records.append(record)
+        return True
 
     def sorted_records(self) -> list[EpisodeRecord]:
-        return sort_records(self.records, self._task_order)
+        return sort_records(self._records, self._task_order)
 
-    def stop_task(self, key: tuple[str, int], n_episodes: int) -> None:
-        """Sequential stopping decided `key` after its first `n_episodes`: the rest of its plan is not run, and the
-        run is complete without them."""
-        planned = self._plan[key]
-        self.stopped[key] = n_episodes
-        self._planned_count -= len([k for k in planned if k >= n_episodes])
-        self._plan[key] = range(planned.start, min(planned.stop, max(planned.start, n_episodes)))
-
-    @property
-    def complete(self) -> bool:
-        if self.drained is not None:
-            return self.drained
-        return len(self.done()) >= self._planned_count
+    def drop_missing_videos(self) -> None:
+        """Records whose video was never written (encoding failed, the run was stopped first) lose its path."""
+        self._records[:] = without_missing_videos(self._records, self.out_dir)
 
     @property
     def eval_s(self) -> float:
@@ -218,11 +202,12 @@ class RunStore:
     def _elapsed(self) -> float:
         return (self._stopped or time.monotonic()) - self._started
 
-    def write(self) -> None:
-        """The full shard file, at the end: header, `complete`, `eval_s` and every record."""
+    def write(self, complete: bool, stops: dict[TaskKey, int] | None = None) -> None:
+        """The full shard file, at the end: header, `complete`, `eval_s`, every record and the tasks sequential
+        stopping stopped (`stops`: task -> the episodes it stopped after)."""
         self._stopped = time.monotonic()
         eval_s = self._write_sessions()
-        self.shard_file.finish(self.header, self.complete, eval_s, self.sorted_records(), self.stopped)
+        self.shard_file.finish(self.header, complete, eval_s, self.sorted_records(), stops)
 
     def close(self) -> None:
         """Stops the heartbeat, records this session's time and lets go of the dir."""

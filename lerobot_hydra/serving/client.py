@@ -85,6 +85,9 @@ class RemotePolicyConfig(PolicyConfig):
         weights are never merged; an openpi server tells nothing, so only its url is recorded."""
         return {"served": self.server["identity"]} if self.server is not None else {"openpi_server": self.url}
 
+    def resets_rows(self) -> bool:
+        return True
+
     def build(self, env: EnvConfig, device: str) -> RemotePolicy:
         from lerobot_hydra.policies.lerobot.features import env_observation_features
 
@@ -210,6 +213,9 @@ class RemotePolicy(RowResettablePolicy):
         """The run completed: tell our server (its serve.shards counts such clients), then disconnect."""
         if self.server is not None:
             tell_done(self.connection, self.client)
+        self.close()
+
+    def close(self) -> None:
         for policy in [self, *self.forks]:
             policy.connection.close()
 

@@ -21,10 +21,11 @@ LAYERS = {
     "loggers": 5,
     "outputs": 6,
     "rundir": 7,
-    "merge": 8,
-    "launch": 9,
-    "serving": 10,
-    "app": 11,
+    "run": 8,
+    "merge": 9,
+    "launch": 10,
+    "serving": 11,
+    "app": 12,
 }
 
 

@@ -54,7 +54,7 @@ def test_policies_declare_what_they_read(compose: Callable) -> None:
 
 
 def test_the_debug_option_does_not_change_the_run_identity(compose: Callable) -> None:
-    from lerobot_hydra.app.evaluation import run_identity
+    from lerobot_hydra.run.identity import run_identity
 
     plain, forced = compose("policy=random"), compose("policy=random", "env.compute_all_observations=true")
     assert run_identity(plain, validate(plain)) == run_identity(forced, validate(forced))

@@ -124,7 +124,7 @@ def test_a_duplicated_task_spec_never_doubles_a_unit(tmp_path: Path) -> None:
         store.add(record)
         store.add(record)
         assert [r.unit for r in read_jsonl(tmp_path / "episodes.jsonl")] == [("reach-v3", 0, 0)]
-        assert not store.complete
+        assert store.done() == {("reach-v3", 0, 0)}
 
 
 # --- the checkpoint's identity -------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Rollout recording (eval.record): every step written as a LeRobotDataset with LeRobot's own writer, loaded back
+"""Rollout recording (eval.recording): every step written as a LeRobotDataset with LeRobot's own writer, loaded back
 with LeRobot's loader and checked against the episode records; a 2-shard SLURM sweep merged into one dataset."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ WORKLOAD = (
     "eval.n_episodes=2",
     "env.episode_length=50",
     "eval.batch_size=2",
-    "eval.record=all",
+    "eval.recording=all",
 )
 GROUPS = ["reach-v3", "push-v3"]  # the run's tasks, in order
 
@@ -67,10 +67,10 @@ def test_a_recorded_run_loads_back_with_lerobot_and_matches_its_episode_records(
 
 def test_recording_an_observation_key_the_env_lacks_is_one_line(tmp_path: Path) -> None:
     overrides = [*WORKLOAD[:2], "eval.n_episodes=1", "env.episode_length=3", "eval.batch_size=1"]
-    with pytest.raises(UserError, match=r"eval.record names observation key\(s\) nope .*choose among"):
-        run_here(*overrides, "eval.record=nope", out_dir=tmp_path)
-    with pytest.raises(UserError, match="eval.record_images='gif' is not one of video, png"):
-        run_here(*overrides, "eval.record=all", "eval.record_images=gif", out_dir=tmp_path / "b")
+    with pytest.raises(UserError, match=r"eval.recording names observation key\(s\) nope .*choose among"):
+        run_here(*overrides, "eval.recording=nope", out_dir=tmp_path)
+    with pytest.raises(UserError, match="eval.recording_images='gif' is not one of video, png"):
+        run_here(*overrides, "eval.recording=all", "eval.recording_images=gif", out_dir=tmp_path / "b")
 
 
 @pytest.mark.slurm
@@ -100,7 +100,7 @@ def test_a_two_shard_dynamic_slurm_sweep_merges_its_recordings_into_one_dataset(
 
 def test_pusht_images_are_recorded_as_png_frames_and_load_back(tmp_path: Path) -> None:
     overrides = ("env=pusht", "policy=random", "eval.n_episodes=1", "env.episode_length=6", "eval.batch_size=1")
-    info = run_here(*overrides, "eval.record=pixels", "eval.record_images=png", out_dir=tmp_path)
+    info = run_here(*overrides, "eval.recording=pixels", "eval.recording_images=png", out_dir=tmp_path)
     dataset = load(tmp_path / "recording" / "part-000")
     assert len(dataset) == info["episodes"][0]["steps"] == 6
     assert dataset.meta.features["observation.image"]["dtype"] == "image"

@@ -30,7 +30,7 @@ WORKLOAD = (
     "env.obs_type=state",
     "eval.n_episodes=16",
     "env.episode_length=20",
-    "eval.record=all",
+    "eval.recording=all",
 )
 
 

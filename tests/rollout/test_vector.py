@@ -21,9 +21,10 @@ from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.policies.random import RandomPolicy
 from lerobot_hydra.processors.observation import LeRobotLayout, MapObservationKeys, ToNumpyAction
 from lerobot_hydra.processors.pipeline import Pipeline
-from lerobot_hydra.rollout.lanes import LaneSettings, WarmPools, evaluate
+from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.runner import TaskWork
+from lerobot_hydra.run.pools import KeptPools
 from tests.helpers.counting_env import CountingEnv, CountingEnvConfig, events
 
 
@@ -35,7 +36,8 @@ def run(
     lanes: int = 1,
     on_record: Callable[[EpisodeRecord], None] | None = None,
     policy: Callable[[], RandomPolicy] | None = None,
-    warm: WarmPools | None = None,
+    warm: KeptPools | None = None,
+    mixes_tasks: bool = True,
 ) -> list[EpisodeRecord]:
     records: list[EpisodeRecord] = []
     _, action_space = cfg.spaces(cfg.tasks()[0])
@@ -49,6 +51,7 @@ def run(
             batch,
             use_async,
             lanes,
+            mixes_tasks=mixes_tasks,  # RandomPolicy resets rows one at a time: declared by its config
         ),
         work,
         policy or (lambda: RandomPolicy(action_space)),
@@ -61,10 +64,11 @@ def run(
 
 @pytest.mark.parametrize("lanes", [1, 2])
 def test_warm_pools_run_the_next_evaluation_without_new_workers_or_simulators(tmp_path: Path, lanes: int) -> None:
-    """The Python API's Evaluator: a second run of the same work reuses every worker and, each sub-env running
-    the task its simulator was built for, builds no simulator; closing ends them all."""
+    """A run context's kept pools (rounds, claimed blocks, the Python API's Evaluator): a second run of the same
+    work reuses every worker and, each sub-env running the task its simulator was built for, builds no simulator;
+    closing ends them all."""
     cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=2)
-    warm = WarmPools()
+    warm = KeptPools()
     try:
         first = run(cfg, 2, 2, True, lanes, warm=warm)
         created = [e for e in events(tmp_path) if e["event"] == "created"]
@@ -167,8 +171,9 @@ class HandoverEnv(CountingEnv):
 def test_sub_envs_idle_at_a_tasks_end_build_the_next_tasks_simulator_meanwhile(tmp_path: Path) -> None:
     # Batch 2: episodes 0 and 1 (2 and 3 steps) start together; episode 2 (4 steps) takes over the sub-env of
     # episode 0, so the other sub-env is idle from the end of episode 1 on.
+    # Planned as for a policy not known to reset rows one at a time: both sub-envs start on task 0.
     cfg = HandoverEnvConfig(log_dir=str(tmp_path), n_tasks=2)
-    records = run(cfg, n_episodes=3, batch=2, use_async=True)
+    records = run(cfg, n_episodes=3, batch=2, use_async=True, mixes_tasks=False)
     log = events(tmp_path)
     assert [e["task_1_built"] for e in log if e["event"] == "task 0 ended"] == [True]
     # Still one simulator per sub-env per task, each closed before its sub-env builds the next one.
@@ -194,12 +199,15 @@ def test_workers_build_their_first_simulators_while_the_policy_loads(tmp_path: P
             if len([e for e in log if e["event"] == "created"]) == 2:
                 break
             time.sleep(0.01)
-        built_meanwhile.append(len([e for e in log if e["event"] == "created" and e["task"] == 0]))
+        built_meanwhile.append(sorted(e["task"] for e in log if e["event"] == "created"))
         return RandomPolicy(cfg.spaces(cfg.tasks()[0])[1])
 
     records = run(cfg, n_episodes=2, batch=2, use_async=True, policy=load_policy)
-    assert built_meanwhile == [2], "both workers build task 0's simulator while the policy loads"
+    # Batches mix tasks (the policy resets rows one at a time): each worker builds its own task's simulator.
+    assert built_meanwhile == [[0, 1]], "both workers build a simulator while the policy loads"
     assert len(records) == 4
+    created = [(e["pid"], e["task"]) for e in events(tmp_path) if e["event"] == "created"]
+    assert len(created) == 2 and len({pid for pid, _ in created}) == 2, "each task's simulator is built once"
 
 
 def test_a_policy_that_fails_to_load_leaves_no_workers_behind(tmp_path: Path) -> None:

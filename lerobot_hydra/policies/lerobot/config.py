@@ -98,6 +98,9 @@ class LeRobotPolicyConfig(PolicyConfig):
         kind = read_json(self.checkpoint.directory / "config.json").get("type")
         return kind if isinstance(kind, str) else None
 
+    def resets_rows(self) -> bool:
+        return self.family() in PER_ROW_FAMILIES
+
     def lerobot_config(self) -> Any:
         if not self.path or importlib.util.find_spec("lerobot") is None:
             return None  # `build` reports why

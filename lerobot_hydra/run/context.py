@@ -1,0 +1,284 @@
+"""The run context: a run's resources, opened once from the validated config and closed once, whatever feeds it.
+
+It owns the run's parts (env, policy config, tasks, processors), the policy (built at the first batch of work, then
+kept; told once, at the run's true end, that the run is over), the env pools (kept warm from batch to batch: rounds,
+claimed blocks, the Python API's evaluations), the sink of its records (the run dir's store, or memory), the rollout
+recorder (`eval.recording`), the videos and the loggers. `run` is the one way to run a batch of work, `conclude` the
+one way to end a run and publish it; `execute` feeds a run from a source of work (run/sources/) and concludes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from lerobot_hydra.config.schema import EvalConfig
+from lerobot_hydra.config.validation import check_shards_have_work
+from lerobot_hydra.core.records import EpisodeKey, EpisodeRecord
+from lerobot_hydra.loggers.base import ExperimentLogger, RunMeta, build_loggers
+from lerobot_hydra.loggers.run_meta import shard_run, single_run
+from lerobot_hydra.outputs.publish import publish, publish_shard
+from lerobot_hydra.outputs.recording import DatasetRecorder, recording
+from lerobot_hydra.outputs.video import VideoRecorder
+from lerobot_hydra.policies.base import Policy
+from lerobot_hydra.results.aggregate import Results, aggregate
+from lerobot_hydra.rollout.build import RunParts, build_run
+from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
+from lerobot_hydra.rollout.plan import TaskBlock, shard_plan
+from lerobot_hydra.rollout.progress import Progress
+from lerobot_hydra.rollout.provenance import collect as collect_provenance
+from lerobot_hydra.rollout.runner import OnRecord, TaskWork
+from lerobot_hydra.rollout.stopping import RunInterrupted
+from lerobot_hydra.run.identity import dynamic_claims, run_identity
+from lerobot_hydra.run.pools import KeptPools
+from lerobot_hydra.run.sink import MemorySink, RecordSink
+from lerobot_hydra.run.work import WorkSource
+from lerobot_hydra.rundir.store import RunStore
+from lerobot_hydra.vector.faults import WorkerFaults, using_worker_faults
+from lerobot_hydra.vector.task_envs import prestart_workers, stop_worker_servers
+
+log = logging.getLogger("lerobot_hydra")
+
+
+class RunContext:
+    def __init__(
+        self,
+        cfg: DictConfig,
+        eval_cfg: EvalConfig,
+        parts: RunParts,
+        sink: RecordSink,
+        *,
+        label: str,
+        plan: list[TaskBlock],
+        loggers: list[ExperimentLogger],
+        pools: KeptPools,
+        recorder: DatasetRecorder | None = None,
+        run_meta: Callable[[], RunMeta] | None = None,
+        identity: dict[str, Any] | None = None,
+    ) -> None:
+        self.identity = identity  # the run's fingerprinted identity (None in memory)
+        self.cfg, self.eval_cfg, self.parts, self.sink, self.label = cfg, eval_cfg, parts, sink, label
+        self.plan = plan  # this run's (shard's) planned episodes; a dynamic shard's: the whole run's
+        self.loggers, self.pools, self.recorder, self.run_meta = loggers, pools, recorder, run_meta
+        self.faults = WorkerFaults(eval_cfg.step_timeout_s, eval_cfg.worker_retries)
+        self.built: Policy | None = None
+        self._building = threading.Lock()
+
+    @property
+    def out_dir(self) -> Path | None:
+        return self.sink.out_dir
+
+    @property
+    def num_shards(self) -> int:
+        return self.eval_cfg.num_shards or 1
+
+    def policy(self) -> Policy:
+        """The run's policy, built at the first call (while the first batch's workers start) and kept."""
+        with self._building:
+            if self.built is None:
+                self.built = self.parts.build_policy()
+            return self.built
+
+    def record(self, record: EpisodeRecord) -> None:
+        """Where a finished episode goes: the sink, and the recorder (which writes an episode's steps once)."""
+        self.sink.add(record)
+        if self.recorder is not None:
+            self.recorder.write(record)
+
+    def lost_steps(self) -> set[EpisodeKey]:
+        """Recorded episodes whose steps a killed session lost: they run again, for their steps only."""
+        return self.recorder.missing(self.sink.done()) if self.recorder is not None else set()
+
+    def run(self, work: list[TaskWork], record: OnRecord | None = None) -> None:
+        """Runs `work` on the run's policy and kept pools, every record to `record` (default: `self.record`).
+        Raises RunInterrupted when a stop signal arrives; any other failure also closes the pools (workers stopped
+        mid-episode are not reused)."""
+        work = [w for w in work if w.episodes]
+        if not work:
+            return
+        videos = self._videos(work)
+        try:
+            with using_worker_faults(self.faults):
+                evaluate(
+                    self._lanes(render=videos is not None),
+                    work,
+                    self.policy,
+                    record or self.record,
+                    Progress(self.eval_cfg.progress_interval_s),
+                    videos,
+                    make_pools=self.pools,
+                )
+        except RunInterrupted:
+            raise
+        except BaseException:
+            self.pools.close()
+            raise
+        finally:
+            if videos is not None:
+                videos.close()
+
+    def _lanes(self, render: bool) -> LaneSettings:
+        p, ev = self.parts, self.eval_cfg
+        return LaneSettings(
+            p.run_env,
+            p.env_pre,
+            p.env_post,
+            base_seed=self.cfg.seed,
+            batch_size=ev.batch_size,
+            use_async=ev.use_async_envs,
+            max_parallel_tasks=ev.max_parallel_tasks,
+            render=render,
+            mixes_tasks=p.policy.resets_rows(),
+        )
+
+    def _videos(self, work: list[TaskWork]) -> VideoRecorder | None:
+        """A video recorder when some episode of `work` is among the first `max_episodes_rendered` of its task (and
+        the run has a dir); envs are created with rendering only then."""
+        wanted = self.eval_cfg.max_episodes_rendered
+        if self.out_dir is None or not any(k < wanted for w in work for k in w.episodes):
+            return None
+        return VideoRecorder(self.out_dir, self.parts.env.fps, wanted)
+
+    def end(self, final: bool, complete: bool, stops: dict[Any, int]) -> None:
+        """The policy told once (`final`: the run's true end; else it only lets go), then the sink's last state."""
+        if self.built is not None:
+            if final:
+                self.built.finish()
+            else:
+                close = getattr(self.built, "close", None)  # a user's policy object may predate `Policy.close`
+                if callable(close):
+                    close()
+        elif final and complete:
+            self.parts.policy.completed_unbuilt()
+        self.sink.drop_missing_videos()
+        self.sink.write(complete, stops)
+
+    def publish(self, results: Results, interrupted: RunInterrupted | None, planned: int) -> None:
+        """The results as files, the table and the loggers (a stopped run: eval_info and the table only, quickly,
+        its title saying it is partial)."""
+        loggers, prefix = self.loggers, ""
+        if interrupted is not None and self.out_dir is not None:
+            path = self.out_dir / "episodes.jsonl"
+            prefix, loggers = interrupted.summarize(len(self.sink.records), planned, path), []
+        if self.out_dir is None:
+            meta = self.run_meta() if self.run_meta is not None else None
+            for logger in loggers if meta is not None else ():  # W&B files, for a new run, under the working dir
+                logger.log_results(results, Path.cwd(), meta, {})
+            return
+        meta = self._meta() if loggers else None
+        quick = interrupted is not None
+        if self.num_shards == 1:
+            publish(results, self.out_dir, prefix + "Evaluation results", loggers=loggers, run=meta, quick=quick)
+        else:
+            shard = f"Shard {self.eval_cfg.shard_id} of {self.num_shards}"
+            title = f"{shard} ({self.sink.path}); the sweep's merge has the full results"  # type: ignore[attr-defined]
+            publish_shard(results, self.out_dir, prefix + title, loggers=loggers, run=meta, quick=quick)
+
+    def _meta(self) -> RunMeta:
+        if self.run_meta is not None:
+            return self.run_meta()
+        assert self.out_dir is not None
+        if self.num_shards == 1:
+            return single_run(self.cfg, self.out_dir, self.label)
+        return shard_run(self.cfg, self.out_dir, self.eval_cfg.shard_id, self.num_shards, self.label)
+
+
+def execute(run: RunContext, source: WorkSource) -> Results:
+    """Feeds `run` every batch of `source`, then concludes it; a stop signal ends the batches, the run is
+    concluded as stopped and the signal raised again."""
+    interrupted = None
+    try:
+        with contextlib.closing(source.batches(run)) as batches:
+            for batch in batches:
+                run.run(batch.work, batch.record)
+    except RunInterrupted as err:
+        interrupted = err.with_traceback(None)  # its frames would keep the closed workers' shared memory alive
+    return conclude(run, source, interrupted)
+
+
+def conclude(run: RunContext, source: WorkSource, interrupted: RunInterrupted | None = None) -> Results:
+    """Ends `run` as `source` says (its policy told, its shard file written), then publishes its results."""
+    complete = source.complete(run.sink)
+    run.end(interrupted is None and source.final, complete, source.stops())
+    sink = run.sink
+    results = aggregate(sink.sorted_records(), sink.eval_s, sink.provenance, complete)
+    results = results.with_sequential(source.sequential(interrupted is not None))
+    run.publish(results, interrupted, source.planned(sink))
+    if interrupted is not None:
+        raise interrupted
+    return results
+
+
+@contextmanager
+def open_run(
+    cfg: DictConfig,
+    eval_cfg: EvalConfig,
+    out_dir: Path | None,
+    label: str,
+    *,
+    parts: RunParts | None = None,
+    pools: KeptPools | None = None,
+    loggers: list[ExperimentLogger] | None = None,
+    on_locked: Callable[[], None] | None = None,
+    run_meta: Callable[[], RunMeta] | None = None,
+) -> Iterator[RunContext]:
+    """The context of the run of `cfg` in `out_dir` (None: records in memory), closed on leaving. `parts`, `pools`
+    and `loggers` given by the caller (the Python API's, kept across its evaluations) are the caller's to close.
+    `on_locked` runs once this process holds `out_dir` and its identity check passed (eval.py saves `.hydra/`)."""
+    parts = build_run(cfg) if parts is None else parts
+    loggers = build_loggers(cfg.get("logger")) if loggers is None else loggers
+    plan = _plan(parts, eval_cfg)
+    checkpoint = parts.policy.identity()
+    provenance = collect_provenance(parts.env, parts.policy, checkpoint, cfg.device)
+    with ExitStack() as stack:
+        sink: RecordSink
+        identity = None
+        if out_dir is None:
+            sink = MemorySink([t.key for t in parts.tasks], plan, provenance)
+        else:
+            identity = run_identity(cfg, eval_cfg, checkpoint)
+            shard_id, num_shards = eval_cfg.shard_id, eval_cfg.num_shards or 1
+            sink = stack.enter_context(
+                RunStore(out_dir, identity, shard_id, num_shards, parts.tasks, plan, label, provenance=provenance)
+            )
+        recorder = None
+        if out_dir is not None:
+            recorder = stack.enter_context(recording(eval_cfg, parts.env, parts.tasks, out_dir))
+        if on_locked is not None:
+            on_locked()
+        if pools is None:
+            pools = KeptPools()
+            stack.callback(stop_worker_servers)
+            stack.callback(pools.close)
+        if eval_cfg.use_async_envs and eval_cfg.batch_size > 1:
+            prestart_workers(parts.run_env)
+        yield RunContext(
+            cfg,
+            eval_cfg,
+            parts,
+            sink,
+            label=label,
+            plan=plan,
+            loggers=loggers,
+            pools=pools,
+            recorder=recorder,
+            run_meta=run_meta,
+            identity=identity,
+        )
+
+
+def _plan(parts: RunParts, eval_cfg: EvalConfig) -> list[TaskBlock]:
+    """This shard's block of the run's episodes; a dynamic shard may record any episode: its plan is the whole run's."""
+    n_tasks, num_shards = len(parts.tasks), eval_cfg.num_shards or 1
+    check_shards_have_work(n_tasks * eval_cfg.n_episodes, num_shards, n_tasks, eval_cfg.n_episodes)
+    keys = [t.key for t in parts.tasks]
+    if dynamic_claims(eval_cfg):
+        return shard_plan(keys, eval_cfg.n_episodes, 0, 1)
+    return shard_plan(keys, eval_cfg.n_episodes, eval_cfg.shard_id, num_shards)

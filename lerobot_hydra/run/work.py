@@ -1,0 +1,114 @@
+"""What a source of work hands a run (`Batch`), what every source says about the run it fed (`WorkSource`), and
+the planning helpers they share: a plan's episodes not yet recorded, cut at a round's end and at stopped tasks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from lerobot_hydra.core.records import EpisodeKey, TaskKey
+from lerobot_hydra.envs.base import TaskSpec
+from lerobot_hydra.rollout.plan import TaskBlock
+from lerobot_hydra.rollout.runner import OnRecord, TaskWork
+from lerobot_hydra.run.sink import RecordSink
+
+if TYPE_CHECKING:
+    from lerobot_hydra.run.context import RunContext
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Work for the run to do now; `record`: where its records go instead of the run's own `record`."""
+
+    work: list[TaskWork]
+    record: OnRecord | None = None
+
+
+@dataclass(frozen=True)
+class RoundCap:
+    """One round of a sequence driven from outside (a sequential sweep's round, a paired comparison's): only the
+    episodes before `end`, none past a stopped task's stop; `summary`: the stopping summary so far; `final`: no
+    later round runs this configuration (its policy is then told the run is over)."""
+
+    end: int
+    stops: dict[TaskKey, int] = field(default_factory=dict)
+    summary: dict[str, Any] | None = None
+    final: bool = False
+
+
+class WorkSource(Protocol):
+    """Where a run's work comes from: a fixed plan, rounds, claimed blocks (run/sources/)."""
+
+    @property
+    def final(self) -> bool:
+        """Once its batches are exhausted: whether this was the run's true end in this process (the policy is then
+        finished, so a remote policy's server counts the run complete), rather than one round of several."""
+        ...
+
+    def batches(self, run: RunContext) -> Iterator[Batch]:
+        """Each batch of work in turn; the run runs it (its records into the run's sink) before the next is asked
+        for. Closed early (GeneratorExit) when the run is stopped."""
+        ...
+
+    def complete(self, sink: RecordSink) -> bool:
+        """Whether every episode this run's shard owes is recorded (the shard file says so; a merge needs it)."""
+        ...
+
+    def stops(self) -> dict[TaskKey, int]:
+        """Tasks that sequential stopping stopped, and after how many episodes."""
+        ...
+
+    def sequential(self, interrupted: bool) -> dict[str, Any] | None:
+        """The stopping summary the results carry (None: no sequential stopping)."""
+        ...
+
+    def planned(self, sink: RecordSink) -> int:
+        """Episodes this run owes, for the status line of a stopped run."""
+        ...
+
+
+def plan_work(
+    tasks: list[TaskSpec], plan: list[TaskBlock], sink: RecordSink, again: set[EpisodeKey] | None = None
+) -> list[TaskWork]:
+    """Each planned task's episodes not yet recorded in `sink` (and those of `again`, recorded but to run again
+    for their steps), in task order; linear in the episodes."""
+    by_key = {t.key: t for t in tasks}
+    done = sink.done() - (again or set())
+    recorded, successes = sink.recorded_per_task()
+    work = []
+    for block in plan:
+        todo = [k for k in block.episodes if (*block.key, k) not in done]
+        work.append(TaskWork(by_key[block.key], todo, done=recorded[block.key], successes=successes[block.key]))
+    return work
+
+
+def capped(work: list[TaskWork], end: int | None, stops: dict[TaskKey, int]) -> list[TaskWork]:
+    """`work` without the episodes at or past `end` (None: no end) and past each stopped task's stop."""
+    out = []
+    for w in work:
+        limits = [n for n in (end, stops.get(w.task.key)) if n is not None]
+        limit = min(limits) if limits else None
+        out.append(TaskWork(w.task, [k for k in w.episodes if limit is None or k < limit], w.done, w.successes))
+    return out
+
+
+def capped_plan(plan: list[TaskBlock], stops: dict[TaskKey, int]) -> list[TaskBlock]:
+    """The plan with each stopped task's block cut at its stop (a block cut to nothing is left out)."""
+    out = []
+    for block in plan:
+        last = min(block.last, stops.get(block.key, block.last + 1) - 1)
+        if last >= block.first:
+            out.append(TaskBlock(block.task_group, block.task_id, block.first, last))
+    return out
+
+
+def all_recorded(plan: list[TaskBlock], sink: RecordSink) -> bool:
+    done = sink.done()
+    return all((*block.key, k) in done for block in plan for k in block.episodes)
+
+
+def outcomes(sink: RecordSink, key: TaskKey, end: int) -> list[bool]:
+    """Successes of `key`'s episodes 0..end-1 recorded in `sink`, in episode order."""
+    by_index = {r.episode_index: r.success for r in sink.records if r.task_key == key}
+    return [by_index[k] for k in range(end) if k in by_index]
