@@ -138,8 +138,6 @@ class SequentialSweep(Sweeper):
                     "hydra/sweeper=sequential needs hydra.sweeper.baseline, hydra.sweeper.detect and "
                     "hydra.sweeper.discordance (two policies; lerobot-hydra-plan helps) or eval.sequential.stop (one)"
                 )
-            if ev.claims == "dynamic":
-                raise UserError("hydra/sweeper=sequential needs fixed shards; leave out eval.claims=dynamic")
             seen.add((ev.n_episodes, ev.sequential.round))
             one[label] = ev.sequential
         if len(seen) != 1:

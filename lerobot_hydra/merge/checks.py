@@ -110,7 +110,8 @@ def _check_coverage(combo: Combination, recorded: set[Unit], sweep_dir: Path) ->
     """A dynamic combination merges once its shards together recorded every episode of the run."""
     reference = combo.shards[0]
     n_episodes = int(reference.identity.get("n_episodes", 0))
-    expected = len(reference.task_keys) * n_episodes
+    # A sequential sweep's tasks end at their stops (every shard file of the combination holds the same ones).
+    expected = sum(min(n_episodes, reference.stopped.get(key, n_episodes)) for key in reference.task_keys)
     if len(recorded) == expected:
         return []
     present = {s.shard_id for s in combo.shards}
