@@ -30,7 +30,8 @@ from lerobot_hydra.loggers.run_meta import EVAL, plain_config
 from lerobot_hydra.policies.live import LivePolicy, LivePolicyConfig
 from lerobot_hydra.results.aggregate import Results
 from lerobot_hydra.rollout.build import RunParts, build_run
-from lerobot_hydra.run.context import execute, open_run
+from lerobot_hydra.run.context import open_run
+from lerobot_hydra.run.execute import execute
 from lerobot_hydra.run.pools import KeptPools
 from lerobot_hydra.run.sources import source_for
 from lerobot_hydra.vector.task_envs import stop_worker_servers

@@ -10,7 +10,8 @@ from omegaconf import DictConfig
 
 from lerobot_hydra.config.schema import EvalConfig
 from lerobot_hydra.results.aggregate import Results
-from lerobot_hydra.run.context import execute, open_run
+from lerobot_hydra.run.context import open_run
+from lerobot_hydra.run.execute import execute
 from lerobot_hydra.run.sources import source_for
 from lerobot_hydra.run.work import RoundCap
 

@@ -110,7 +110,7 @@ def _conclude_sides(
     runs: list[RunContext], decided: TaskStops, summary: dict[str, Any], interrupted: RunInterrupted | None
 ) -> None:
     """Each side ends and publishes its results with the stopping summary (nothing is left to run)."""
-    from lerobot_hydra.run.context import conclude
+    from lerobot_hydra.run.execute import conclude
     from lerobot_hydra.run.sources import FixedPlan
     from lerobot_hydra.run.work import RoundCap
 

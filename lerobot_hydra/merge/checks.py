@@ -13,15 +13,13 @@ from pathlib import Path
 from lerobot_hydra.core.commands import hydra_override, shell_command
 from lerobot_hydra.core.labels import is_shard_override, job_subdir
 from lerobot_hydra.core.layout import EPISODES_FILE, shard_dir_name
-from lerobot_hydra.core.records import read_jsonl
+from lerobot_hydra.core.records import EpisodeKey, read_jsonl
 from lerobot_hydra.rollout.plan import plan_size, shard_plan
 from lerobot_hydra.rundir.shard_file import Shard, fingerprint, saved_overrides
 from lerobot_hydra.rundir.store import diff_keys
 
 # Hydra overrides that a re-run command must not copy: the sweep/run location is given explicitly.
 _LOCATION_OVERRIDES = ("hydra.sweep.dir=", "hydra.run.dir=", "hydra.sweep.subdir=", "hydra.mode=")
-
-Unit = tuple[str, int, int]
 
 
 @dataclass
@@ -91,7 +89,7 @@ def check_combination(combo: Combination, sweep_dir: Path) -> list[str]:
     if problems:
         return problems  # every episode of a repeated shard would also be reported twice below
     reference = combo.shards[0]
-    seen: dict[Unit, Shard] = {}
+    seen: dict[EpisodeKey, Shard] = {}
     for shard in combo.shards:
         problems.extend(_check_shard(shard, reference, combo, sweep_dir))
         for record in shard.records:
@@ -106,7 +104,7 @@ def check_combination(combo: Combination, sweep_dir: Path) -> list[str]:
     return problems
 
 
-def _check_coverage(combo: Combination, recorded: set[Unit], sweep_dir: Path) -> list[str]:
+def _check_coverage(combo: Combination, recorded: set[EpisodeKey], sweep_dir: Path) -> list[str]:
     """A dynamic combination merges once its shards together recorded every episode of the run."""
     reference = combo.shards[0]
     n_episodes = int(reference.identity.get("n_episodes", 0))
@@ -169,7 +167,7 @@ def _recorded_twice(shard: Shard) -> list[str]:
     return []
 
 
-def _unit(unit: Unit) -> str:
+def _unit(unit: EpisodeKey) -> str:
     group, task_id, episode = unit
     return f"{group}/{task_id} #{episode}"
 

@@ -20,10 +20,9 @@ import numpy as np
 
 from lerobot_hydra.config.schema import EvalConfig
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.core.records import EpisodeRecord
+from lerobot_hydra.core.records import EpisodeKey, EpisodeRecord
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.outputs.recording_parts import (
-    Unit,
     dataset_class,
     drop_unfinished,
     mark_finished,
@@ -73,11 +72,11 @@ class DatasetRecorder:
         dropped = drop_unfinished(out_dir)
         if dropped:
             log.info("deleted %d recording part(s) a killed session left unfinished", len(dropped))
-        self.stepped: set[Unit] = stepped_units(out_dir)  # in a finished part, or queued to the writer
+        self.stepped: set[EpisodeKey] = stepped_units(out_dir)  # in a finished part, or queued to the writer
         self._root = next_part(out_dir)
         self._keys = None if keys.strip() == "all" else [k.strip() for k in keys.split(",") if k.strip()]
         self._images, self._fps, self._names = images, fps, features_map
-        self._held: dict[Unit, list[Step]] = {}
+        self._held: dict[EpisodeKey, list[Step]] = {}
         self._lock = threading.Lock()
         self._recorded: list[str] | None = None
         self._queue: queue.Queue[tuple[list[Step], EpisodeRecord] | threading.Event | None] = queue.Queue(maxsize=8)
@@ -97,11 +96,11 @@ class DatasetRecorder:
             finally:
                 self._ready.set()
 
-    def missing(self, recorded: set[Unit]) -> set[Unit]:
+    def missing(self, recorded: set[EpisodeKey]) -> set[EpisodeKey]:
         """The episodes of `recorded` (their records exist) whose steps no finished part of this run holds."""
         return recorded - self.stepped
 
-    def hold(self, unit: Unit, steps: list[Step]) -> None:
+    def hold(self, unit: EpisodeKey, steps: list[Step]) -> None:
         with self._lock:
             self._held[unit] = steps
 
@@ -245,7 +244,7 @@ class _Part:
     """The LeRobot dataset being written and the episodes it holds so far."""
 
     def __init__(self, dataset: Any, root: Path) -> None:
-        self.dataset, self.root, self.units = dataset, root, list[Unit]()
+        self.dataset, self.root, self.units = dataset, root, list[EpisodeKey]()
 
 
 def _vector(value: Any, dtype: type) -> np.ndarray:

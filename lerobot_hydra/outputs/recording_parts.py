@@ -16,12 +16,12 @@ from typing import Any
 
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.core.records import EpisodeKey
 
 log = logging.getLogger("lerobot_hydra")
 
 RECORDING_DIR = "recording"
 UNITS_SUFFIX = ".units.json"
-Unit = tuple[str, int, int]
 
 
 def dataset_class() -> Any:
@@ -41,7 +41,7 @@ def units_file(part: Path) -> Path:
     return part.with_name(part.name + UNITS_SUFFIX)
 
 
-def mark_finished(part: Path, units: list[Unit]) -> None:
+def mark_finished(part: Path, units: list[EpisodeKey]) -> None:
     """Declares `part` finalized, holding `units` (durably: the merge and a resume trust it)."""
     write_json_atomic(units_file(part), {"units": [list(u) for u in sorted(units)]})
 
@@ -54,12 +54,12 @@ def finished_parts(run_dir: Path) -> list[Path]:
     return [p for p in _parts(run_dir) if units_file(p).is_file()]
 
 
-def part_units(part: Path) -> list[Unit]:
+def part_units(part: Path) -> list[EpisodeKey]:
     data = json.loads(units_file(part).read_text())
     return [(str(g), int(t), int(k)) for g, t, k in data["units"]]
 
 
-def stepped_units(run_dir: Path) -> set[Unit]:
+def stepped_units(run_dir: Path) -> set[EpisodeKey]:
     """The episodes whose steps a finished part of `run_dir` holds."""
     return {u for part in finished_parts(run_dir) for u in part_units(part)}
 
@@ -93,9 +93,9 @@ def recorded_parts(run_dirs: list[Path]) -> list[Path]:
     return parts
 
 
-def check_parts(parts: list[Path], recorded: set[Unit]) -> None:
+def check_parts(parts: list[Path], recorded: set[EpisodeKey]) -> None:
     """Says (a warning) which recorded episodes have no steps in `parts`, and which are in two of them."""
-    seen: dict[Unit, Path] = {}
+    seen: dict[EpisodeKey, Path] = {}
     for part in parts:
         for unit in part_units(part):
             if unit in seen:
@@ -111,7 +111,7 @@ def check_parts(parts: list[Path], recorded: set[Unit]) -> None:
         )
 
 
-def merge_recordings(run_dirs: list[Path], out_dir: Path, recorded: set[Unit] | None = None) -> Path | None:
+def merge_recordings(run_dirs: list[Path], out_dir: Path, recorded: set[EpisodeKey] | None = None) -> Path | None:
     """Every recorded episode of `run_dirs` joined into one dataset, `<out_dir>/recording`, with LeRobot's
     `aggregate_datasets` (rebuilt by each merge); None when nothing was recorded. `recorded`: the merged records'
     episodes, each expected in one part."""

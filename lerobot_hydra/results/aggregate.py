@@ -12,10 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lerobot_hydra.core.records import EpisodeRecord
+from lerobot_hydra.core.records import EpisodeRecord, TaskKey
 from lerobot_hydra.results.stats import wilson_interval
-
-TaskKey = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -73,9 +71,6 @@ class Results:
 
     def task(self, key: TaskKey) -> TaskSummary | None:
         return next((t for t in self.tasks if t.key == key), None)
-
-    def with_meta(self, provenance: Mapping[str, Any] | None, complete: bool | None = None) -> Results:
-        return dataclasses.replace(self, provenance=provenance, complete=complete)
 
     def with_sequential(self, sequential: Mapping[str, Any] | None) -> Results:
         return dataclasses.replace(self, sequential=sequential)

@@ -14,13 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.core.records import EpisodeRecord
+from lerobot_hydra.core.records import EpisodeRecord, TaskKey
 from lerobot_hydra.results.power import detectable_paired, detectable_unpaired
 from lerobot_hydra.results.stats import FISHER, MCNEMAR, Difference, PairCounts, paired_difference, unpaired_difference
 from lerobot_hydra.results.table import task_label as table_label
 from lerobot_hydra.results.verdicts import DEFAULT, Criteria, holm, verdict
 
-TaskKey = tuple[str, int]
 PairKey = tuple[str, int, int, int]  # task group, task id, episode index, seed
 PAIRED_ON_STATES, PAIRED_ON_SEEDS = "task, episode, seed and initial state", "task, episode and seed"
 

@@ -3,13 +3,12 @@
 It owns the run's parts (env, policy config, tasks, processors), the policy (built at the first batch of work, then
 kept; told once, at the run's true end, that the run is over), the env pools (kept warm from batch to batch: rounds,
 claimed blocks, the Python API's evaluations), the sink of its records (the run dir's store, or memory), the rollout
-recorder (`eval.recording`), the videos and the loggers. `run` is the one way to run a batch of work, `conclude` the
-one way to end a run and publish it; `execute` feeds a run from a source of work (run/sources/) and concludes it.
+recorder (`eval.recording`), the videos and the loggers. `run` is the one way to run a batch of work, `end` and
+`publish` the one way to end it (run/execute.py feeds a run from a source of work and concludes it).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -28,7 +27,7 @@ from lerobot_hydra.outputs.publish import publish, publish_shard
 from lerobot_hydra.outputs.recording import DatasetRecorder, recording
 from lerobot_hydra.outputs.video import VideoRecorder
 from lerobot_hydra.policies.base import Policy
-from lerobot_hydra.results.aggregate import Results, aggregate
+from lerobot_hydra.results.aggregate import Results
 from lerobot_hydra.rollout.build import RunParts, build_run
 from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
 from lerobot_hydra.rollout.plan import TaskBlock, shard_plan
@@ -39,7 +38,6 @@ from lerobot_hydra.rollout.stopping import RunInterrupted
 from lerobot_hydra.run.identity import dynamic_claims, run_identity
 from lerobot_hydra.run.pools import KeptPools
 from lerobot_hydra.run.sink import MemorySink, RecordSink
-from lerobot_hydra.run.work import WorkSource
 from lerobot_hydra.rundir.store import RunStore
 from lerobot_hydra.vector.faults import WorkerFaults, using_worker_faults
 from lerobot_hydra.vector.task_envs import prestart_workers, stop_worker_servers
@@ -188,32 +186,6 @@ class RunContext:
         if self.num_shards == 1:
             return single_run(self.cfg, self.out_dir, self.label)
         return shard_run(self.cfg, self.out_dir, self.eval_cfg.shard_id, self.num_shards, self.label)
-
-
-def execute(run: RunContext, source: WorkSource) -> Results:
-    """Feeds `run` every batch of `source`, then concludes it; a stop signal ends the batches, the run is
-    concluded as stopped and the signal raised again."""
-    interrupted = None
-    try:
-        with contextlib.closing(source.batches(run)) as batches:
-            for batch in batches:
-                run.run(batch.work, batch.record)
-    except RunInterrupted as err:
-        interrupted = err.with_traceback(None)  # its frames would keep the closed workers' shared memory alive
-    return conclude(run, source, interrupted)
-
-
-def conclude(run: RunContext, source: WorkSource, interrupted: RunInterrupted | None = None) -> Results:
-    """Ends `run` as `source` says (its policy told, its shard file written), then publishes its results."""
-    complete = source.complete(run.sink)
-    run.end(interrupted is None and source.final, complete, source.stops())
-    sink = run.sink
-    results = aggregate(sink.sorted_records(), sink.eval_s, sink.provenance, complete)
-    results = results.with_sequential(source.sequential(interrupted is not None))
-    run.publish(results, interrupted, source.planned(sink))
-    if interrupted is not None:
-        raise interrupted
-    return results
 
 
 @contextmanager

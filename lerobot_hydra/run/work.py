@@ -1,20 +1,16 @@
-"""What a source of work hands a run (`Batch`), what every source says about the run it fed (`WorkSource`), and
-the planning helpers they share: a plan's episodes not yet recorded, cut at a round's end and at stopped tasks."""
+"""What a source of work hands a run (`Batch`), a round driven from outside (`RoundCap`), and the planning helpers
+the sources share: a plan's episodes not yet recorded, cut at a round's end and at stopped tasks."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from lerobot_hydra.core.records import EpisodeKey, TaskKey
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.rollout.plan import TaskBlock
 from lerobot_hydra.rollout.runner import OnRecord, TaskWork
 from lerobot_hydra.run.sink import RecordSink
-
-if TYPE_CHECKING:
-    from lerobot_hydra.run.context import RunContext
 
 
 @dataclass(frozen=True)
@@ -35,37 +31,6 @@ class RoundCap:
     stops: dict[TaskKey, int] = field(default_factory=dict)
     summary: dict[str, Any] | None = None
     final: bool = False
-
-
-class WorkSource(Protocol):
-    """Where a run's work comes from: a fixed plan, rounds, claimed blocks (run/sources/)."""
-
-    @property
-    def final(self) -> bool:
-        """Once its batches are exhausted: whether this was the run's true end in this process (the policy is then
-        finished, so a remote policy's server counts the run complete), rather than one round of several."""
-        ...
-
-    def batches(self, run: RunContext) -> Iterator[Batch]:
-        """Each batch of work in turn; the run runs it (its records into the run's sink) before the next is asked
-        for. Closed early (GeneratorExit) when the run is stopped."""
-        ...
-
-    def complete(self, sink: RecordSink) -> bool:
-        """Whether every episode this run's shard owes is recorded (the shard file says so; a merge needs it)."""
-        ...
-
-    def stops(self) -> dict[TaskKey, int]:
-        """Tasks that sequential stopping stopped, and after how many episodes."""
-        ...
-
-    def sequential(self, interrupted: bool) -> dict[str, Any] | None:
-        """The stopping summary the results carry (None: no sequential stopping)."""
-        ...
-
-    def planned(self, sink: RecordSink) -> int:
-        """Episodes this run owes, for the status line of a stopped run."""
-        ...
 
 
 def plan_work(

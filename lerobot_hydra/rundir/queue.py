@@ -32,10 +32,8 @@ from pathlib import Path
 
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.layout import EPISODES_FILE, QUEUE_CLAIMS_DIR, QUEUE_DONE_DIR, QUEUE_OWNERS_DIR
-from lerobot_hydra.core.records import read_jsonl
+from lerobot_hydra.core.records import EpisodeKey, read_jsonl
 from lerobot_hydra.rollout.plan import TaskBlock
-
-Unit = tuple[str, int, int]
 
 
 @dataclass(frozen=True)
@@ -224,14 +222,14 @@ class WorkQueue:
                 dirs.add(Path(owner["dir"]))
         return dirs
 
-    def recorded_elsewhere(self, claim: Claim, own_dir: Path) -> set[Unit]:
+    def recorded_elsewhere(self, claim: Claim, own_dir: Path) -> set[EpisodeKey]:
         """The units of the claimed block that the block's earlier owners recorded in their run dirs."""
         return self.recorded_in(claim, self.earlier_dirs(claim, own_dir))
 
-    def recorded_in(self, claim: Claim, dirs: set[Path]) -> set[Unit]:
+    def recorded_in(self, claim: Claim, dirs: set[Path]) -> set[EpisodeKey]:
         """The units of the claimed block recorded in the run dirs `dirs`."""
         block = claim.block
-        units: set[Unit] = set()
+        units: set[EpisodeKey] = set()
         for run_dir in dirs:
             for record in read_jsonl(run_dir / EPISODES_FILE):
                 if record.unit[:2] == block.key and record.unit[2] in block.episodes:

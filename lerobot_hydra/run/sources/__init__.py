@@ -1,4 +1,4 @@
-"""The sources of a run's work (run/work.py `WorkSource`): a fixed plan (a run, a static shard, one round driven from
+"""The sources of a run's work (run/execute.py `WorkSource`): a fixed plan (a run, a static shard, one round driven from
 outside), sequential rounds in one process, blocks claimed from a dynamic sweep's queue. `source_for` picks the one
 a run's settings ask for."""
 
@@ -10,10 +10,11 @@ from lerobot_hydra.run.identity import dynamic_claims
 from lerobot_hydra.run.sources.claims import ClaimedBlocks
 from lerobot_hydra.run.sources.plan import FixedPlan
 from lerobot_hydra.run.sources.rounds import Rounds
-from lerobot_hydra.run.work import RoundCap, WorkSource
+from lerobot_hydra.run.work import RoundCap
 
 if TYPE_CHECKING:
     from lerobot_hydra.run.context import RunContext
+    from lerobot_hydra.run.execute import WorkSource
 
 
 def source_for(run: RunContext, cap: RoundCap | None = None) -> WorkSource:
