@@ -20,6 +20,7 @@ from omegaconf import DictConfig
 
 from lerobot_hydra.config.schema import EvalConfig
 from lerobot_hydra.config.validation import check_shards_have_work
+from lerobot_hydra.core.layout import EPISODES_FILE
 from lerobot_hydra.core.records import EpisodeKey, EpisodeRecord
 from lerobot_hydra.loggers.base import ExperimentLogger, RunMeta, build_loggers
 from lerobot_hydra.loggers.run_meta import shard_run, single_run
@@ -163,7 +164,7 @@ class RunContext:
         its title saying it is partial)."""
         loggers, prefix = self.loggers, ""
         if interrupted is not None and self.out_dir is not None:
-            path = self.out_dir / "episodes.jsonl"
+            path = self.out_dir / EPISODES_FILE
             prefix, loggers = interrupted.summarize(len(self.sink.records), planned, path), []
         if self.out_dir is None:
             meta = self.run_meta() if self.run_meta is not None else None
