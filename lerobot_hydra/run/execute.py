@@ -48,7 +48,8 @@ class WorkSource(Protocol):
 
 def execute(run: RunContext, source: WorkSource) -> Results:
     """Feeds `run` every batch of `source`, then concludes it; a stop signal ends the batches, the run is
-    concluded as stopped and the signal raised again."""
+    concluded as stopped and the signal raised again. Any other failure ends the run as it stands (the policy let
+    go, the shard file written incomplete with every record so far) before it propagates."""
     interrupted = None
     try:
         with contextlib.closing(source.batches(run)) as batches:
@@ -56,6 +57,9 @@ def execute(run: RunContext, source: WorkSource) -> Results:
                 run.run(batch.work, batch.record)
     except RunInterrupted as err:
         interrupted = err.with_traceback(None)  # its frames would keep the closed workers' shared memory alive
+    except BaseException:
+        run.end(False, False, source.stops())
+        raise
     return conclude(run, source, interrupted)
 
 

