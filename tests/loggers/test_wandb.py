@@ -131,15 +131,19 @@ def test_shards_and_their_merge_share_the_sweep_group_and_a_rerun_merge_adds_no_
     assert all((sweep / p).is_file() for p in merged_info["overall"]["video_paths"])
     assert len(logged(merged, "media/videos/", ".mp4")) == 2
 
-    # Merging again (by hand) updates the same merged run: still one offline copy, with the same id.
+    # Merging again (by hand) writes the same merged run anew: still one offline copy, with the same id, and none
+    # of the earlier copy left in it (a file put there is gone; its dir is named to the second, so it may recur).
     from lerobot_hydra.merge.shards import main as merge_main
 
+    (merged["dir"] / "files" / "left-by-the-first-merge").write_text("")
     assert merge_main([str(sweep)]) == 0
     import wandb
 
     wandb.teardown()  # this process's offline run is written in the background: flush it before reading it back
-    again = [r for r in offline_runs(sweep) if r["job_type"] == "merged"]
-    assert len(again) == 1 and again[0]["id"] == merged["id"] and again[0]["dir"] != merged["dir"]
+    (again,) = [r for r in offline_runs(sweep) if r["job_type"] == "merged"]
+    assert again["id"] == merged["id"] and not (again["dir"] / "files" / "left-by-the-first-merge").exists()
+    assert_metrics(again, merged_info)
+    assert logged(again, "media/table/per_task", ".table.json")
 
 
 def test_merged_run_logs_a_sample_of_the_shards_videos(tmp_path: Path) -> None:
