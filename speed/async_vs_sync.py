@@ -1,6 +1,6 @@
 """Async (worker processes) vs sync (in-process) vector envs, batch 2, on a step-bound env.
 
-    python speed/async_vs_sync.py          # needs the libero extra
+    python -m speed.async_vs_sync          # needs the libero extra
 
 LIBERO (robosuite) with small 64x64 cameras: each step is ~0.25 s of single-threaded physics and control on
 the CPU, and creating a task's simulator ~10 s, so two workers should nearly double throughput on 2 cores.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from common import timed_eval, verdict
+from speed.harness.timing import timed_eval, verdict
 
 LIBERO = [
     "env=libero",

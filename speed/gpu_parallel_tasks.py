@@ -1,6 +1,6 @@
 """GPU busy time with eval.max_parallel_tasks 1 vs 4 on a GPU node (one command, a few minutes).
 
-    MUJOCO_GL=egl python speed/gpu_parallel_tasks.py
+    MUJOCO_GL=egl python -m speed.gpu_parallel_tasks
 
 Builds an ACT checkpoint with a ResNet-18 image encoder offline (random weights: the point is the GPU
 work, not the success rate), evaluates it on 8 MetaWorld tasks with 224x224 pixel observations rendered by
@@ -17,11 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from common import ENV, ROOT  # noqa: E402
-
-from tests.helpers.lerobot_checkpoints import save_checkpoint  # noqa: E402
+from devkit.lerobot_checkpoints import save_checkpoint
+from speed.harness.timing import ENV, ROOT
 
 TASKS = "[reach-v3,push-v3,drawer-open-v3,door-open-v3,button-press-v3,window-open-v3,pick-place-v3,basketball-v3]"
 IMAGE = 224

@@ -1,8 +1,8 @@
 """The LeRobot policy path vs a bare loop running the same policy, on the same episodes and seeds.
 
-    python speed/lerobot_path.py
+    python -m speed.lerobot_path
 
-A tiny ACT checkpoint (built offline by tests/helpers/lerobot_checkpoints.py) on MetaWorld state observations:
+A tiny ACT checkpoint (built offline by devkit/lerobot_checkpoints.py) on MetaWorld state observations:
 `python eval.py policy=act policy.path=<it>` against the loop one would write with LeRobot's own API (its
 processors around `policy.select_action`, one env per task, episodes one after the other). Both sides run as
 fresh processes, one torch thread each, and must report the same total reward to 4 decimals. Ratio = the bare
@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import ENV, ROOT, timed_eval, timed_python, verdict
+from speed.harness.timing import ENV, timed_eval, timed_python, verdict
 
 TASKS = ["reach-v3", "push-v3"]
 EPISODES = 5
@@ -62,8 +62,7 @@ print(json.dumps([total, rollout_s]))
 
 
 def main() -> int:
-    sys.path.insert(0, str(ROOT))
-    from tests.helpers.lerobot_checkpoints import tiny_act
+    from devkit.lerobot_checkpoints import tiny_act
 
     ENV.update(OMP_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")  # both sides: one torch thread, no spinning
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,6 +1,6 @@
 """Peak memory and live worker processes of a multi-task run, against single-task runs measured alongside.
 
-    python speed/memory_processes.py
+    python -m speed.memory_processes
 
 MetaWorld `easy` (28 tasks) with batch 2 must hold no more than one task's batch at any time: the peak
 number of live env workers equals the batch size, and the workers' peak resident memory stays within 1.25x
@@ -17,7 +17,8 @@ import tempfile
 import time
 
 import psutil
-from common import ENV, ROOT
+
+from speed.harness.timing import ENV, ROOT
 
 BATCH = 2
 

@@ -1,7 +1,7 @@
 """Observations only when read: `policy=random` on MetaWorld with the default observations (480x480 pixels and
 the state) vs the same run with `env.obs_type=state`.
 
-    python speed/observations_read.py
+    python -m speed.observations_read
 
 Random reads no observation, so the env renders nothing whatever `env.obs_type` says: the default run must be
 as fast as the state-only one (target >= 0.9x; 2 tasks x 4 episodes of up to 500 steps, batch 2; each side best
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from common import timed_eval, verdict
+from speed.harness.timing import timed_eval, verdict
 
 RUN = ("env.task=[reach-v3,push-v3]", "policy=random", "eval.n_episodes=4", "eval.batch_size=2")
 SHORT = ("env.task=[reach-v3]", "policy=random", "eval.n_episodes=2", "env.episode_length=20", "eval.batch_size=2")

@@ -1,6 +1,6 @@
 """Planning and the shard file scale with the plan's tasks, not with its episodes.
 
-    python speed/planning.py
+    python -m speed.planning
 
 For MetaWorld's MT50 (the real task list), times what a run does before its first episode: the shard's plan
 (`sharding.shard_plan`), opening its dir (`store.RunStore`: lock, shard file written, nothing recorded yet)
@@ -17,15 +17,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT
-
-sys.path.insert(0, str(ROOT))
-
-from lerobot_hydra.run.work import plan_work  # noqa: E402
-from lerobot_hydra.core.records import EpisodeRecord  # noqa: E402
-from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig  # noqa: E402
-from lerobot_hydra.rollout.plan import shard_plan  # noqa: E402
-from lerobot_hydra.rundir.store import RunStore  # noqa: E402
+from lerobot_hydra.core.records import EpisodeRecord
+from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig
+from lerobot_hydra.rollout.plan import shard_plan
+from lerobot_hydra.run.work import plan_work
+from lerobot_hydra.rundir.store import RunStore
 
 TASKS = MetaWorldEnvConfig(task="all").tasks()
 RECORDED = 1_000

@@ -1,7 +1,7 @@
 """One batching policy server for N env shards vs the same server at max_batch_size=1, and vs the limit.
 
-    python speed/policy_server.py            # everything
-    python speed/policy_server.py --checks   # only the cost of the security checks (docs/security.md)
+    python -m speed.policy_server            # everything
+    python -m speed.policy_server --checks   # only the cost of the security checks (docs/security.md)
 
 The accelerator is simulated: one device, calls serialised, a flat 40 ms per call up to 32 rows (each further 32
 rows another call). It is served by our server (`lerobot_hydra.serving.server.PolicyServer`, in this process);
@@ -31,15 +31,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import ROOT, verdict
 
-sys.path.insert(0, str(ROOT))
-
-from lerobot_hydra.serving.chunks import ChunkRows  # noqa: E402
-from lerobot_hydra.serving.keys import ENV_VAR  # noqa: E402
-from lerobot_hydra.serving.schema import ServeConfig  # noqa: E402
-from lerobot_hydra.serving.server import PolicyServer  # noqa: E402
-from lerobot_hydra.serving.wire import EXTENSION_KEY, METADATA_KEY, packb  # noqa: E402
+from lerobot_hydra.serving.chunks import ChunkRows
+from lerobot_hydra.serving.keys import ENV_VAR
+from lerobot_hydra.serving.schema import ServeConfig
+from lerobot_hydra.serving.server import PolicyServer
+from lerobot_hydra.serving.wire import EXTENSION_KEY, METADATA_KEY, packb
+from speed.harness.timing import verdict
 
 SHARDS, ROWS, STEP_S, CHUNK = 8, 8, 0.05, 8
 CALL_S, FLAT_ROWS = 0.040, 32
@@ -160,9 +158,9 @@ def tiny_act() -> tuple[float, float, float, float]:
     import torch
     from hydra import compose, initialize_config_module
 
+    from devkit.lerobot_checkpoints import METAWORLD_STATE
+    from devkit.lerobot_checkpoints import tiny_act as build_tiny_act
     from lerobot_hydra.app.serve import build_chunk_policy
-    from tests.helpers.lerobot_checkpoints import METAWORLD_STATE
-    from tests.helpers.lerobot_checkpoints import tiny_act as build_tiny_act
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,13 +1,13 @@
 """The cost of rollout recording (eval.recording=all): wall time and disk, recording on vs off, in the same run.
 
-    PYTHONPATH=$PWD python speed/recording.py          # short runs: the fixed cost shows
-    PYTHONPATH=$PWD python speed/recording.py --long   # MetaWorld state, 2 tasks x 20 episodes
-    PYTHONPATH=$PWD python speed/recording.py --act    # MetaWorld state with a real policy: a tiny ACT
+    python -m speed.recording          # short runs: the fixed cost shows
+    python -m speed.recording --long   # MetaWorld state, 2 tasks x 20 episodes
+    python -m speed.recording --act    # MetaWorld state with a real policy: a tiny ACT
 
 Whole `python eval.py` runs (LeRobot's dataset code is imported only when recording, and counts), random policy:
 MetaWorld state (2 tasks x 4 episodes of 150 steps, batch 2) and PushT pixels + state (96x96, 4 episodes of 150
 steps, batch 2), images as video and as PNG frames. `--act`: the MetaWorld workload with a tiny ACT (built locally
-by tests/helpers/lerobot_checkpoints.py) instead of random actions, whose per-step cost is a real policy's.
+by devkit/lerobot_checkpoints.py) instead of random actions, whose per-step cost is a real policy's.
 Prints off/on (target >= 0.8 for state: recording costs at most a quarter of the run) and the dataset's bytes per
 recorded step; the records must be identical.
 """
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ENV, ROOT, verdict
+from speed.harness.timing import ENV, ROOT, verdict
 
 METAWORLD = ["policy=random", "env.task=[reach-v3,push-v3]", "env.obs_type=state", "env.episode_length=150"]
 PUSHT = ["env=pusht", "policy=random", "env.episode_length=150"]
@@ -62,8 +62,7 @@ def compare(name: str, workload: list[str], target: float | None, *recording: st
 
 
 def act_workload(directory: Path) -> list[str]:
-    sys.path.insert(0, str(ROOT))
-    from tests.helpers.lerobot_checkpoints import tiny_act
+    from devkit.lerobot_checkpoints import tiny_act
 
     return ["policy=act", f"policy.path={tiny_act(directory / 'act')}", *METAWORLD[1:]]
 

@@ -1,6 +1,6 @@
 """Four shards, one at a third of the others' speed: static blocks vs dynamic claims, against the ideal.
 
-    python speed/shard_queue.py
+    python -m speed.shard_queue
 
 Each side starts 4 shard processes at once (`python eval.py hydra.run.dir=<sweep>/shard_k eval.shard_id=k
 eval.num_shards=4 eval.claims=static|dynamic`), then merges them with `lerobot-hydra-merge`. Every step of the
@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from common import ENV, ROOT
+from speed.harness.timing import ENV, ROOT
 
 TASKS = [
     "reach-v3",

@@ -1,6 +1,6 @@
 """One process vs the same workload split into 2 shards running in parallel on this machine.
 
-    python speed/shard_speedup.py
+    python -m speed.shard_speedup
 
 Both sides are timed end to end, process start to exit: `python eval.py <workload>` against
 `python eval.py -m <workload> eval.shard_id=0,1 hydra/launcher=local_shards`, which includes the shards'
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ENV, ROOT, timed_eval, verdict
+from speed.harness.timing import ENV, ROOT, timed_eval, verdict
 
 # The random policy runs every episode to its full length: equal-cost episodes, state observations. About
 # 150k simulator steps (a few minutes in one process): enough that the fixed costs the sweep adds (its own

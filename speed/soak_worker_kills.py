@@ -1,8 +1,8 @@
 """Soak: a long MetaWorld run in which a random simulator worker is SIGKILLed (as the OOM killer would) every
 `--kill-every` seconds must complete with records equal to an undisturbed run's (docs/faults.md).
 
-    PYTHONPATH=$PWD python speed/soak_worker_kills.py                              # ~20 min, a kill a minute
-    PYTHONPATH=$PWD python speed/soak_worker_kills.py --episodes 12 --kill-every 5  # short version
+    python -m speed.soak_worker_kills                              # ~20 min, a kill a minute
+    python -m speed.soak_worker_kills --episodes 12 --kill-every 5  # short version
 
 Both runs use random actions on five MetaWorld tasks with state observations and two workers; the disturbed run goes
 first, then the undisturbed one. Records are compared without their wall time. The ratio printed is the undisturbed
@@ -18,11 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from common import verdict  # noqa: E402
-
-from tests.helpers.worker_kills import kill_a_worker, outcomes, recorded, start_eval  # noqa: E402
+from devkit.worker_kills import kill_a_worker, outcomes, recorded, start_eval
+from speed.harness.timing import verdict
 
 TASKS = "env.task=[reach-v3,push-v3,drawer-open-v3,door-open-v3,button-press-v3]"
 

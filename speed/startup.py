@@ -1,6 +1,6 @@
 """`python eval.py --cfg job` wall time: no heavy import (torch, simulators, lerobot, wandb) before it is needed.
 
-    python speed/startup.py
+    python -m speed.startup
 
 Prints the best of 5 runs as a ratio against the 1 s budget (PASS when it is under 1 s), and a plain
 `python -c pass` start measured in the same run for scale.
@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from common import ENV, ROOT
+from speed.harness.timing import ENV, ROOT
 
 
 def best_of(args: list[str], n: int = 5) -> float:

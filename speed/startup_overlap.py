@@ -1,6 +1,6 @@
 """Loading the policy while the workers build their first simulators, vs loading it first.
 
-    python speed/startup_overlap.py        # needs the libero and lerobot extras
+    python -m speed.startup_overlap        # needs the libero and lerobot extras
 
 A tiny ACT (ResNet-18 backbone, two 64x64 cameras and LIBERO's 8-D state, built locally and saved with its
 processors) on LIBERO libero_spatial task 0, 2 episodes of 10 steps, batch 2, async. Both sides are fresh
@@ -17,9 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import ROOT, timed_python, verdict
-
-sys.path.insert(0, str(ROOT))
+from speed.harness.timing import timed_python, verdict
 
 LIBERO_TINY_ACT = {
     "observation.images.image": ("VISUAL", (3, 64, 64)),
@@ -28,7 +26,6 @@ LIBERO_TINY_ACT = {
 }
 SNIPPET = """
 import functools, json, sys
-sys.path.insert(0, {root!r})
 from lerobot_hydra.app.autotune import compose
 from lerobot_hydra.vector.task_envs import prestart_workers
 from lerobot_hydra.config.schema import instantiate_node
@@ -54,7 +51,7 @@ if __name__ == "__main__":
 
 
 def main() -> int:
-    from tests.helpers.lerobot_checkpoints import tiny_act
+    from devkit.lerobot_checkpoints import tiny_act
 
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = tiny_act(Path(tmp) / "act_libero", LIBERO_TINY_ACT, (7, 0.0, 0.1))
@@ -71,7 +68,7 @@ def main() -> int:
         times: dict[bool, list[float]] = {True: [], False: []}
         results = {}
         for overlap in (True, False, True, False):
-            code = SNIPPET.format(root=str(ROOT), overrides=overrides, overlap=overlap)
+            code = SNIPPET.format(overrides=overrides, overlap=overlap)
             elapsed, results[overlap] = timed_python(code)
             times[overlap].append(elapsed)
     first, overlapped = min(times[False]), min(times[True])

@@ -1,6 +1,6 @@
 """Building the next task's simulators on sub-envs idle at a task's end, vs building them at its first reset.
 
-    python speed/task_handover.py          # needs the libero extra
+    python -m speed.task_handover          # needs the libero extra
 
 LIBERO libero_spatial tasks 0-2, random policy (never succeeds, so every episode runs its full length),
 64x64 cameras, 5 episodes of 30 steps per task, batch 4 on this 2-core machine, async: in each task's last
@@ -18,17 +18,16 @@ import sys
 import time
 from typing import Any
 
-from common import ROOT, verdict
+from speed.harness.timing import verdict
 
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
-from lerobot_hydra.app.autotune import compose  # noqa: E402
-from lerobot_hydra.config.schema import instantiate_node  # noqa: E402
-from lerobot_hydra.rollout.lanes import LaneSettings, evaluate  # noqa: E402
-from lerobot_hydra.rollout.progress import Progress  # noqa: E402
-from lerobot_hydra.rollout.runner import TaskWork  # noqa: E402
-from lerobot_hydra.vector.slot_vector import SlotVectorEnv  # noqa: E402
+from lerobot_hydra.app.autotune import compose
+from lerobot_hydra.config.schema import instantiate_node
+from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
+from lerobot_hydra.rollout.progress import Progress
+from lerobot_hydra.rollout.runner import TaskWork
+from lerobot_hydra.vector.slot_vector import SlotVectorEnv
 
 OVERRIDES = [
     "env=libero",

@@ -1,6 +1,6 @@
 """Does writing videos stall the rollout, and what does encoding cost next to rendering?
 
-    python speed/video_encoding.py
+    python -m speed.video_encoding
 
 MetaWorld reach-v3, 480x480 frames rendered by OSMesa, batch 2 async, every episode filmed. The rollout
 hands each frame to the recorder (`EpisodeVideo.add`: a copy and a put on a bounded queue) and background
@@ -22,17 +22,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, verdict
+from speed.harness.timing import verdict
 
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
-from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig  # noqa: E402
-from lerobot_hydra.outputs.video import EpisodeVideo, VideoRecorder  # noqa: E402
-from lerobot_hydra.policies.random import RandomPolicy  # noqa: E402
-from lerobot_hydra.rollout.lanes import LaneSettings, evaluate  # noqa: E402
-from lerobot_hydra.rollout.progress import Progress  # noqa: E402
-from lerobot_hydra.rollout.runner import TaskWork  # noqa: E402
+from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig
+from lerobot_hydra.outputs.video import EpisodeVideo, VideoRecorder
+from lerobot_hydra.policies.random import RandomPolicy
+from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
+from lerobot_hydra.rollout.progress import Progress
+from lerobot_hydra.rollout.runner import TaskWork
 
 EPISODES, LENGTH = 4, 40
 ACCELERATOR_INFERENCE_S = 0.04

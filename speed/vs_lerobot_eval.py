@@ -1,7 +1,7 @@
 """Versus lerobot-eval 0.6: one LeRobot checkpoint per workload, through LeRobot's own CLI and through eval.py.
 
 Run it with the Python 3.12 environment that has LeRobot 0.6.x (the same torch on both sides):
-`PYTHONPATH=$PWD /work/py312/bin/python speed/vs_lerobot_eval.py`.
+`/work/py312/bin/python -m speed.vs_lerobot_eval`.
 
 Workloads, each with a tiny ACT (ResNet-18 backbone, random but seeded weights, built locally with LeRobot's
 classes and saved with its processors), on the CPU (or --device), batch 2, seeds from 1000, every episode filmed:
@@ -16,10 +16,10 @@ rendered). Wall time is process start to exit, so imports, simulator creation an
 The two runs must agree episode by episode (success and summed reward per episode; same seeds, initial states,
 deterministic policy): the script checks that before it compares times, so it never times two different workloads.
 
-    python speed/vs_lerobot_eval.py                   # PASS per workload when eval.py is >= 2x faster
-    python speed/vs_lerobot_eval.py --only libero     # one workload
-    python speed/vs_lerobot_eval.py --no-videos       # our side films nothing
-    python speed/vs_lerobot_eval.py --passive-openmp-both   # lerobot-eval gets eval.py's OpenMP setting too
+    python -m speed.vs_lerobot_eval                   # PASS per workload when eval.py is >= 2x faster
+    python -m speed.vs_lerobot_eval --only libero     # one workload
+    python -m speed.vs_lerobot_eval --no-videos       # our side films nothing
+    python -m speed.vs_lerobot_eval --passive-openmp-both   # lerobot-eval gets eval.py's OpenMP setting too
 """
 
 from __future__ import annotations
@@ -35,9 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from speed.common import ENV, ROOT, verdict  # noqa: E402
+from speed.harness.timing import ENV, ROOT, verdict
 
 TARGET = 2.0
 SEED = 1000
@@ -202,7 +200,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from tests.helpers.lerobot_checkpoints import PUSHT_ACTION, PUSHT_PIXELS, tiny_act
+    from devkit.lerobot_checkpoints import PUSHT_ACTION, PUSHT_PIXELS, tiny_act
 
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -211,7 +209,7 @@ def main() -> None:
             checkpoint = tiny_act(root / "act_pusht", PUSHT_PIXELS, PUSHT_ACTION)
             results.append(compare(pusht(args), checkpoint, root, args, {}))
         if args.only in (None, "libero"):
-            from speed.lerobot_eval_libero import libero_overlay
+            from speed.harness.libero_overlay import libero_overlay
 
             size = args.libero_size
             features = {"observation.images.image": ("VISUAL", (3, size, size)), "observation.state": ("STATE", (8,))}

@@ -2,10 +2,10 @@
 command line on a saved checkpoint (what a training loop paid before the Python API: save, a fresh process,
 reload, fresh workers and simulators).
 
-    python speed/warm_evaluator.py                    # LIBERO (libero and lerobot extras), 2 tasks x 2 episodes
-    python speed/warm_evaluator.py --env metaworld    # MetaWorld state, 2 tasks x 2 episodes
+    python -m speed.warm_evaluator                    # LIBERO (libero and lerobot extras), 2 tasks x 2 episodes
+    python -m speed.warm_evaluator --env metaworld    # MetaWorld state, 2 tasks x 2 episodes
 
-A tiny ACT (tests/helpers/lerobot_checkpoints.py; for LIBERO a ResNet-18 backbone on two 64x64 cameras and the
+A tiny ACT (devkit/lerobot_checkpoints.py; for LIBERO a ResNet-18 backbone on two 64x64 cameras and the
 8-D state) is built in memory, seeded. CLI side: the policy saved as a checkpoint, then `python eval.py
 policy=act policy.path=<it>` timed from the save to the process's exit. API side: a fresh process makes the same
 policy and one `Evaluator`, evaluates it three times and reports each evaluation's wall time; the second is
@@ -20,9 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, timed_eval, timed_python, verdict
-
-sys.path.insert(0, str(ROOT))
+from speed.harness.timing import timed_eval, timed_python, verdict
 
 LIBERO_TINY_ACT = {
     "observation.images.image": ("VISUAL", (3, 64, 64)),
@@ -51,8 +49,7 @@ SETUPS = {
 COMMON = ["eval.n_episodes=2", "eval.batch_size=2", "eval.max_episodes_rendered=0"]
 SNIPPET = """
 import json, sys, time
-sys.path.insert(0, {root!r})
-from tests.helpers.lerobot_checkpoints import TINY_ACT, build_policy
+from devkit.lerobot_checkpoints import TINY_ACT, build_policy
 import lerobot_hydra
 
 if __name__ == "__main__":
@@ -70,7 +67,7 @@ if __name__ == "__main__":
 
 
 def features(env: str) -> dict:
-    from tests.helpers import lerobot_checkpoints
+    from devkit import lerobot_checkpoints
 
     name = SETUPS[env][0]
     return LIBERO_TINY_ACT if name == "LIBERO_TINY_ACT" else getattr(lerobot_checkpoints, name)
@@ -80,11 +77,11 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--env", choices=sorted(SETUPS), default="libero")
     args = parser.parse_args()
-    from tests.helpers.lerobot_checkpoints import TINY_ACT, build_policy, save_policy
+    from devkit.lerobot_checkpoints import TINY_ACT, build_policy, save_policy
 
     _, action, env_overrides = SETUPS[args.env]
     overrides = [*env_overrides, *COMMON]
-    code = SNIPPET.format(root=str(ROOT), features=features(args.env), action=action, overrides=overrides)
+    code = SNIPPET.format(features=features(args.env), action=action, overrides=overrides)
     _, (walls, api_outcomes) = timed_python(code)
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()

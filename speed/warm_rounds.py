@@ -6,7 +6,7 @@ Workload: 2 MetaWorld tasks with their 128x128 camera read every step (a scripte
 step renders), 4 rounds of 2 episodes per task of 60 steps (`eval.sequential.stop=threshold` below 50%: every
 episode fails), batch 2 in workers. Both sides' records must be identical.
 
-    python speed/warm_rounds.py [--repeats 2]
+    python -m speed.warm_rounds [--repeats 2]
 """
 
 from __future__ import annotations

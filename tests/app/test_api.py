@@ -13,9 +13,9 @@ import psutil
 import pytest
 import torch
 
+from devkit.lerobot_checkpoints import METAWORLD_ACTION, METAWORLD_STATE, TINY_ACT, build_policy, save_policy
 from lerobot_hydra.core.errors import UserError
 from tests.conftest import _no_leftovers, read_episodes, run_here
-from tests.helpers.lerobot_checkpoints import METAWORLD_ACTION, METAWORLD_STATE, TINY_ACT, build_policy, save_policy
 
 TASKS = ["reach-v3", "push-v3"]
 STEPS = 20

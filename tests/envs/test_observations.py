@@ -90,7 +90,7 @@ def test_metaworld_random_renders_only_filmed_frames_and_keeps_its_episodes(
 @pytest.fixture(scope="module")
 def libero_one_camera(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny ACT that reads LIBERO's agentview camera and the 8-D state, not the wrist camera."""
-    from tests.helpers.lerobot_checkpoints import tiny_act
+    from devkit.lerobot_checkpoints import tiny_act
 
     features = {"observation.images.image": ("VISUAL", (3, SIZE, SIZE)), "observation.state": ("STATE", (8,))}
     return tiny_act(tmp_path_factory.mktemp("act_libero"), features, (7, 0.0, 0.3))

@@ -16,11 +16,11 @@ from lerobot_hydra.processors.observation import LeRobotLayout, MapObservationKe
 
 FEATURES_MAP = {"agent_pos": "observation.state", "environment_state": "observation.environment_state"}
 STATE_DIM, ENV_STATE_DIM, ACTION_DIM, IMAGE_SIZE = 4, 6, 4, 32
-# The tiny checkpoints' features for this env (see tests/helpers/lerobot_checkpoints.py).
+# The tiny checkpoints' features for this env (see devkit/lerobot_checkpoints.py).
 DRIFT_STATE = {"observation.state": ("STATE", (STATE_DIM,)), "observation.environment_state": ("ENV", (ENV_STATE_DIM,))}
 DRIFT_PIXELS = {"observation.image": ("VISUAL", (3, IMAGE_SIZE, IMAGE_SIZE)), "observation.state": ("STATE", (4,))}
 DRIFT_ACTION = (ACTION_DIM, 0.0, 0.05)
-# Words of the tiny SmolVLA's vocabulary (tests/helpers/lerobot_checkpoints.py).
+# Words of the tiny SmolVLA's vocabulary (devkit/lerobot_checkpoints.py).
 TASK_TEXTS = ("reach a goal position", "pick and place the block", "open the drawer")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.lerobot_checkpoints import word_tokenizer
+from devkit.lerobot_checkpoints import word_tokenizer
 
 SPECIAL = ["<unk>", "<|endoftext|>", "<img>", "</img>", "<IMG_CONTEXT>"]
 WORDS = "push the t shaped block onto target reach a goal position -".split()

@@ -75,7 +75,7 @@ PUSHT_RENAME = "policy.rename_map={observation.image: observation.images.image}"
 
 
 def main() -> int:
-    from tests.helpers.lerobot_checkpoints import PUSHT_ACTION, save_checkpoint
+    from devkit.lerobot_checkpoints import PUSHT_ACTION, save_checkpoint
 
     root, directory = Path(sys.argv[1]), Path(sys.argv[2])
     save_checkpoint(directory, "fastwam", PUSHT_CAMERA, PUSHT_ACTION, **tiny_fastwam_config(root))

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.lerobot_checkpoints import Action, Features, save_checkpoint
+from devkit.lerobot_checkpoints import Action, Features, save_checkpoint
 from tests.helpers.tiny_vla_jepa import tiny_qwen3_vl
 
 # LeRobot 0.4.4's groot is GR00T N1.5: its Eagle 2.5 backbone is built from `AutoConfig.from_pretrained(...,

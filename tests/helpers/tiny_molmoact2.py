@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.lerobot_checkpoints import byte_tokenizer
+from devkit.lerobot_checkpoints import byte_tokenizer
 
 WIDTH = 32
 IMAGE = 28

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.lerobot_checkpoints import Action, Features, _features, _stats, word_tokenizer
+from devkit.lerobot_checkpoints import Action, Features, _features, _stats, word_tokenizer
 
 # One Gemma size for the backbone and the action expert (their layers attend jointly: same depth and heads).
 WIDTH, DEPTH, HEADS, HEAD_DIM, MLP = 32, 1, 2, 16, 64

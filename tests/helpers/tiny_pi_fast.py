@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.helpers.lerobot_checkpoints import Action, Features, _features, word_tokenizer
+from devkit.lerobot_checkpoints import Action, Features, _features, word_tokenizer
 from tests.helpers.tiny_pi import paligemma_tokenizer, quantile_stats
 
 PROCESSOR_CONFIG = "processor_config.json"

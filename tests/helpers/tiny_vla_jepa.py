@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.lerobot_checkpoints import word_tokenizer
+from devkit.lerobot_checkpoints import word_tokenizer
 
 SPECIAL = ["<unk>", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>"]
 SPECIAL += ["<|image_pad|>", "<|video_pad|>"]

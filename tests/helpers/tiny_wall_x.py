@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.lerobot_checkpoints import byte_tokenizer
+from devkit.lerobot_checkpoints import byte_tokenizer
 
 WALL_X_06_ONLY = "the tiny wall_x is built on LeRobot 0.6's Wall-X config; 0.4.4's own MoE model was not attempted"
 WIDTH = 32

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.lerobot_checkpoints import Action, Features, save_checkpoint, word_tokenizer
+from devkit.lerobot_checkpoints import Action, Features, save_checkpoint, word_tokenizer
 
 WIDTH = 32
 FLORENCE = {
@@ -111,6 +111,9 @@ def tiny_xvla_libero(directory: Path, size: int, tap: bool = False) -> Path:
     its preprocessor records what it is handed."""
     config = {**tiny_xvla_config(directory), "action_mode": "ee6d", "max_state_dim": 20, "max_action_dim": 20}
     features = xvla_libero_features(size)
+    from tests.helpers.lerobot_tap import ObservationTap
+
+    steps = (ObservationTap(),) if tap else ()
     return save_checkpoint(
-        directory, "xvla", features, XVLA_LIBERO_ACTION, tap=tap, without_steps=ENV_DONE_STEPS, **config
+        directory, "xvla", features, XVLA_LIBERO_ACTION, first_steps=steps, without_steps=ENV_DONE_STEPS, **config
     )

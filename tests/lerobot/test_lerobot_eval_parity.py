@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from devkit.lerobot_checkpoints import METAWORLD_ACTION, tiny_act
 from lerobot_hydra.policies.lerobot.versions import lerobot_version
 from tests.conftest import ROOT, outcome, read_episodes, run_eval
-from tests.helpers.lerobot_checkpoints import METAWORLD_ACTION, tiny_act
 from tests.helpers.lerobot_cli import run_lerobot_eval
 
 pytest.importorskip("lerobot")
@@ -117,14 +117,16 @@ def test_act_on_libero_gets_the_observations_of_lerobot_eval_step_by_step(tmp_pa
     pytest.importorskip("libero")
 
     from lerobot_hydra.envs.libero_setup import prepare_libero
-    from tests.helpers.lerobot_tap import TAP_ENV, tapped_calls
+    from tests.helpers.lerobot_tap import TAP_ENV, ObservationTap, tapped_calls
 
     size, steps, episodes = 64, 12, 2
     camera = ("VISUAL", (3, size, size))
     features = {"observation.images.image": camera, "observation.images.image2": camera}
     features["observation.state"] = ("STATE", (8,))
     # Wide actions: the arm moves, so what the policy is handed at one step shapes all that follow.
-    checkpoint = tiny_act(tmp_path / "act", features, (7, 0.0, 0.5), tap=True, chunk_size=4, n_action_steps=4)
+    checkpoint = tiny_act(
+        tmp_path / "act", features, (7, 0.0, 0.5), first_steps=(ObservationTap(),), chunk_size=4, n_action_steps=4
+    )
     run_eval(
         "env=libero_lerobot",
         "env.task=libero_spatial",

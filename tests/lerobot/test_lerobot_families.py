@@ -11,9 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lerobot_hydra.core.errors import UserError
-from tests.conftest import evaluate_here, read_episodes
-from tests.helpers.lerobot_checkpoints import (
+from devkit.lerobot_checkpoints import (
     METAWORLD_ACTION,
     METAWORLD_STATE,
     PUSHT_ACTION,
@@ -21,6 +19,8 @@ from tests.helpers.lerobot_checkpoints import (
     save_checkpoint,
     tiny_multi_task_dit_config,
 )
+from lerobot_hydra.core.errors import UserError
+from tests.conftest import evaluate_here, read_episodes
 from tests.helpers.tiny_eo1 import tiny_eo1_config
 from tests.helpers.tiny_evo1 import tiny_evo1_config
 from tests.helpers.tiny_groot import GROOT_06_ONLY, tiny_groot_config

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from devkit.lerobot_checkpoints import PUSHT_ACTION, PUSHT_PIXELS
 from tests.conftest import evaluate_here, read_episodes
-from tests.helpers.lerobot_checkpoints import PUSHT_ACTION, PUSHT_PIXELS
 from tests.helpers.lerobot_cli import run_lerobot_eval
 
 pytest.importorskip("lerobot")

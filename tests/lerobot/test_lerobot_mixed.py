@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from devkit.lerobot_checkpoints import tiny_act, tiny_smolvla
 from tests.helpers.drift_env import DRIFT_ACTION, DRIFT_PIXELS, DRIFT_STATE, DriftEnvConfig, episode_length
-from tests.helpers.lerobot_checkpoints import tiny_act, tiny_smolvla
 from tests.helpers.same_outcomes import assert_same_outcomes
 from tests.rollout.test_mixed_tasks import alone, outcomes, run
 

@@ -14,16 +14,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lerobot_hydra.app.evaluation import evaluate_config
-from lerobot_hydra.config.schema import instantiate_node
-from tests.conftest import outcome, read_episodes
-from tests.helpers.lerobot_checkpoints import (
+from devkit.lerobot_checkpoints import (
     METAWORLD_ACTION,
     METAWORLD_STATE,
     save_checkpoint,
     tiny_diffusion,
     tiny_smolvla,
 )
+from lerobot_hydra.app.evaluation import evaluate_config
+from lerobot_hydra.config.schema import instantiate_node
+from tests.conftest import outcome, read_episodes
 from tests.helpers.tiny_eo1 import tiny_eo1_config
 from tests.helpers.tiny_evo1 import tiny_evo1_config
 from tests.helpers.tiny_groot import tiny_groot

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from devkit.lerobot_checkpoints import METAWORLD_ACTION, PUSHT_ACTION, PUSHT_PIXELS
 from tests.conftest import evaluate_here, outcome, read_episodes
-from tests.helpers.lerobot_checkpoints import METAWORLD_ACTION, PUSHT_ACTION, PUSHT_PIXELS
 from tests.helpers.lerobot_cli import run_lerobot_eval
 
 pytest.importorskip("lerobot")

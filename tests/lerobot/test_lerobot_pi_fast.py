@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from devkit.lerobot_checkpoints import METAWORLD_ACTION, PUSHT_ACTION, PUSHT_PIXELS
 from lerobot_hydra.core.errors import UserError
 from tests.conftest import evaluate_here, outcome, read_episodes
-from tests.helpers.lerobot_checkpoints import METAWORLD_ACTION, PUSHT_ACTION, PUSHT_PIXELS
 from tests.helpers.tiny_pi_fast import FastActionProcessor, synthetic_chunks
 
 pytest.importorskip("lerobot")

@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from devkit.lerobot_checkpoints import PUSHT_ACTION, PUSHT_PIXELS, tiny_act, tiny_diffusion, tiny_smolvla
 from lerobot_hydra.config.schema import instantiate_node
 from lerobot_hydra.core.errors import UserError
 from tests.conftest import outcome, read_episodes, run_eval, run_here
-from tests.helpers.lerobot_checkpoints import PUSHT_ACTION, PUSHT_PIXELS, tiny_act, tiny_diffusion, tiny_smolvla
 from tests.helpers.lerobot_cli import run_lerobot_eval
 
 pytest.importorskip("lerobot")
@@ -77,7 +77,7 @@ def test_policy_yamls_compose_to_the_loader_with_the_top_level_device(compose: C
 def test_a_run_is_planned_without_importing_lerobots_policy_modules(checkpoints: dict[str, Path]) -> None:
     # Importing LeRobot's policy modules takes seconds; the env workers start only after the run is planned
     # (`build_run`) and build their first simulators while the policy loads, so planning must not import them
-    # (speed/libero_bare_loop.py). The second line shows the check would see them.
+    # (speed/vs_libero_loop.py). The second line shows the check would see them.
     code = (
         "import sys\n"
         "from lerobot_hydra.app.autotune import compose\n"

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from devkit.lerobot_checkpoints import tiny_act, tiny_diffusion, tiny_smolvla
 from tests.helpers.drift_env import DRIFT_ACTION, DRIFT_PIXELS, DRIFT_STATE, DriftEnvConfig, episode_length
-from tests.helpers.lerobot_checkpoints import tiny_act, tiny_diffusion, tiny_smolvla
 from tests.helpers.same_outcomes import assert_same_outcomes
 
 pytest.importorskip("lerobot")

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from devkit.lerobot_checkpoints import tiny_act, tiny_smolvla
 from tests.helpers.drift_env import DRIFT_ACTION, DRIFT_PIXELS, DriftEnvConfig
-from tests.helpers.lerobot_checkpoints import tiny_act, tiny_smolvla
 from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06, tiny_gemma, tiny_pi
 
 pytest.importorskip("lerobot")

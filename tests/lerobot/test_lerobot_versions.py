@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from devkit.lerobot_checkpoints import tiny_act, tiny_diffusion
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.policies.lerobot.checkpoint import Checkpoint
 from lerobot_hydra.policies.lerobot.versions import inert_fields, lerobot_version
 from tests.conftest import ROOT
-from tests.helpers.lerobot_checkpoints import tiny_act, tiny_diffusion
 from tests.lerobot.test_lerobot_policies import build, first_batch
 
 pytest.importorskip("lerobot")
@@ -94,7 +94,7 @@ def test_a_checkpoint_saved_by_the_other_lerobot_line_loads_here(compose: Callab
     other = os.environ.get("LEROBOT_HYDRA_OTHER_PYTHON")
     if not other:
         pytest.skip("set LEROBOT_HYDRA_OTHER_PYTHON to the other LeRobot line's python (CI does)")
-    code = "import sys, pathlib, tests.helpers.lerobot_checkpoints as c; c.tiny_act(pathlib.Path(sys.argv[1]))"
+    code = "import sys, pathlib, devkit.lerobot_checkpoints as c; c.tiny_act(pathlib.Path(sys.argv[1]))"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     subprocess.run([other, "-c", code, str(tmp_path / "act")], check=True, cwd=ROOT, env=env, timeout=300)
     here = tiny_act(tmp_path / "here")

@@ -141,7 +141,7 @@ def _perturb_weights(directory: Path) -> None:
 
 @pytest.fixture(scope="module")
 def act_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.helpers.lerobot_checkpoints import tiny_act
+    from devkit.lerobot_checkpoints import tiny_act
 
     return tiny_act(tmp_path_factory.mktemp("checkpoints") / "act")
 

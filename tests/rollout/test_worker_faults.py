@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from devkit.worker_kills import kill_a_worker, outcomes, start_eval, wait_for_records
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.rollout.recovery import SimulatorFailed
 from lerobot_hydra.vector.faults import WorkerFaults, using_worker_faults
 from tests.conftest import run_eval
 from tests.helpers.counting_env import CountingEnvConfig, events
-from tests.helpers.worker_kills import kill_a_worker, outcomes, start_eval, wait_for_records
 from tests.rollout.test_vector import run
 
 

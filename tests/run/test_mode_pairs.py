@@ -63,7 +63,7 @@ def same_episodes(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> None
 @pytest.fixture(scope="module")
 def act(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     pytest.importorskip("lerobot")
-    from tests.helpers.lerobot_checkpoints import tiny_act
+    from devkit.lerobot_checkpoints import tiny_act
 
     return ["policy=act", f"policy.path={tiny_act(tmp_path_factory.mktemp('act') / 'act')}"]
 

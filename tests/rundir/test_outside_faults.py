@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from devkit.lerobot_checkpoints import tiny_act
 from tests.conftest import run_eval
-from tests.helpers.lerobot_checkpoints import tiny_act
 
 QUICK = ("env.task=[reach-v3]", "env.obs_type=state", "eval.n_episodes=1", "env.episode_length=5", "eval.batch_size=1")
 

@@ -267,10 +267,10 @@ def test_killing_an_async_runs_process_group_leaks_no_semaphores(tmp_path: Path)
 
 
 def test_an_mt50_plan_of_20000_episodes_per_task_is_stored_in_a_few_kilobytes(tmp_path: Path) -> None:
-    from lerobot_hydra.run.work import plan_work
     from lerobot_hydra.core.records import EpisodeRecord
     from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig
     from lerobot_hydra.rollout.plan import TaskBlock, shard_plan
+    from lerobot_hydra.run.work import plan_work
     from lerobot_hydra.rundir.store import RunStore
 
     tasks = MetaWorldEnvConfig(task="all").tasks()

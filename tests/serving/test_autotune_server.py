@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from devkit.lerobot_checkpoints import TINY_ACT, tiny_act
 from lerobot_hydra.app import autotune_server
 from lerobot_hydra.app.autotune_server import SAFETY, batch_sizes, recommend_server, sweep_command
 from lerobot_hydra.core.errors import UserError
 from tests.conftest import ROOT
-from tests.helpers.lerobot_checkpoints import TINY_ACT, tiny_act
 
 
 def test_a_simulated_accelerator_with_a_flat_cost_per_call_serves_many_shards_at_its_largest_batch() -> None:

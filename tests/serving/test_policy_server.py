@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from devkit.lerobot_checkpoints import tiny_act, tiny_diffusion
 from lerobot_hydra.core.errors import UserError
 from tests.conftest import ROOT, evaluate_here, outcome, read_episodes
-from tests.helpers.lerobot_checkpoints import tiny_act, tiny_diffusion
 
 pytest.importorskip("lerobot")
 pytestmark = [pytest.mark.lerobot, pytest.mark.usefixtures("one_torch_thread")]
@@ -130,7 +130,7 @@ def test_stochastic_noise_is_drawn_per_episode_on_the_server(checkpoints: dict[s
 @pytest.mark.slow
 def test_smolvla_with_pixels_and_language_through_the_server(tmp_path: Path) -> None:
     """Flow matching with per-row noise, a camera and the task text tokenized on the server."""
-    from tests.helpers.lerobot_checkpoints import METAWORLD_ACTION, tiny_smolvla
+    from devkit.lerobot_checkpoints import METAWORLD_ACTION, tiny_smolvla
 
     features = {"observation.image": ("VISUAL", (3, 32, 32)), "observation.state": ("STATE", (4,))}
     smolvla = ["policy=smolvla", f"policy.path={tiny_smolvla(tmp_path / 'smolvla', features, METAWORLD_ACTION)}"]

@@ -13,9 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lerobot_hydra.core.errors import UserError
-from tests.conftest import evaluate_here, outcome, read_episodes
-from tests.helpers.lerobot_checkpoints import (
+from devkit.lerobot_checkpoints import (
     METAWORLD_ACTION,
     METAWORLD_STATE,
     PUSHT_ACTION,
@@ -23,6 +21,8 @@ from tests.helpers.lerobot_checkpoints import (
     save_checkpoint,
     tiny_multi_task_dit_config,
 )
+from lerobot_hydra.core.errors import UserError
+from tests.conftest import evaluate_here, outcome, read_episodes
 
 pytest.importorskip("lerobot")
 pytestmark = [pytest.mark.lerobot, pytest.mark.usefixtures("one_torch_thread")]

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from submitit.core.utils import pickle_load
 
+from devkit.lerobot_checkpoints import tiny_act
 from tests.conftest import ROOT, outcome, read_json, run_eval
-from tests.helpers.lerobot_checkpoints import tiny_act
 from tests.sweeps.test_sharding import slurm  # noqa: F401  the session fixture that starts the local cluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

@@ -1,6 +1,6 @@
 """Toolkit vs a bare Gymnasium loop on the same envs, policy, episodes and seeds.
 
-    python speed/bare_loop.py
+    python -m speed.vs_bare_loop
 
 MetaWorld: the embedded default, `python eval.py` exactly as a user runs it (MT50, scripted experts, state
 observations, 10 episodes per task), against a hand-written loop over the same 500 episodes. PushT:
@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import sys
 
-from common import timed_eval, timed_python, verdict
-
 from lerobot_hydra.envs.metaworld import expand_tasks
+from speed.harness.timing import timed_eval, timed_python, verdict
 
 METAWORLD_TASKS = [name for _, names in expand_tasks("all") for name in names]
 METAWORLD_EPISODES = 10

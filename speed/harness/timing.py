@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa"), "PYTHONUNBUFFERED": "1"}
 
 

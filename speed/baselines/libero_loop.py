@@ -1,6 +1,6 @@
-"""A hand-written LIBERO evaluation: the machine's limit for eval.py's LIBERO work (speed/libero_bare_loop.py).
+"""A hand-written LIBERO evaluation: the machine's limit for eval.py's LIBERO work (speed/vs_libero_loop.py).
 
-    python speed/libero_loop.py --checkpoint DIR --out DIR --tasks libero_spatial:0,libero_spatial:1 \
+    python -m speed.baselines.libero_loop --checkpoint DIR --out DIR --tasks libero_spatial:0,libero_spatial:1 \
         --episodes 2 --steps 40 --size 256 [--film]
 
 What one would write by hand to evaluate a LeRobot checkpoint on LIBERO as fast as this machine allows:
@@ -19,15 +19,12 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import sys
 import threading
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 SEED = 1000
 SETTLE_STEPS = 10

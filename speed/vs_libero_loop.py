@@ -1,7 +1,7 @@
-"""eval.py vs a hand-written loop (speed/libero_loop.py) on the same LIBERO work: the machine's limit.
+"""eval.py vs a hand-written loop (speed/baselines/libero_loop.py) on the same LIBERO work: the machine's limit.
 
-    PYTHONPATH=$PWD .venv312/bin/python speed/libero_bare_loop.py               # 256 and 360 px, filmed or not
-    PYTHONPATH=$PWD .venv312/bin/python speed/libero_bare_loop.py --sizes 256 --film on --breakdown
+    .venv312/bin/python -m speed.vs_libero_loop               # 256 and 360 px, filmed or not
+    .venv312/bin/python -m speed.vs_libero_loop --sizes 256 --film on --breakdown
 
 The workload of issue 29: libero_spatial tasks 0 and 1, 2 episodes each of 40 steps, batch 2 (= episodes per
 task, so both sides run equal-length episodes side by side and refill has nothing to win), a tiny ACT
@@ -12,7 +12,7 @@ same episode protocol and the same x264 settings when filming. Each configuratio
 outcomes (success, steps, summed reward) must be identical, and so must the last frame of every filmed episode
 (decoded from both sides' videos), else the script stops: it never times two different workloads.
 Ratio = bare / eval.py wall time; target >= 0.95. `--breakdown` adds one run of each side under py-spy and prints
-where the time of every process went (speed/breakdown.py).
+where the time of every process went (speed/harness/breakdown.py).
 """
 
 from __future__ import annotations
@@ -25,10 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from speed.breakdown import print_breakdown, profiled  # noqa: E402
-from speed.common import ENV, ROOT, verdict  # noqa: E402
+from speed.harness.timing import ENV, ROOT, verdict
+from speed.harness.breakdown import print_breakdown, profiled
 
 TARGET = 0.95
 LIBERO_ACTION = (7, 0.0, 0.2)  # LIBERO acts in [-1, 1]^7: end-effector deltas and the gripper
@@ -38,7 +36,7 @@ TASKS = [("libero_spatial", 0), ("libero_spatial", 1)]
 def bare_command(checkpoint: Path, out: Path, size: int, film: bool, args: argparse.Namespace) -> list[str]:
     tasks = ",".join(f"{suite}:{task_id}" for suite, task_id in TASKS)
     return [
-        sys.executable, str(ROOT / "speed" / "libero_loop.py"), f"--checkpoint={checkpoint}", f"--out={out}",
+        sys.executable, "-m", "speed.baselines.libero_loop", f"--checkpoint={checkpoint}", f"--out={out}",
         f"--tasks={tasks}", f"--episodes={args.episodes}", f"--steps={args.steps}", f"--size={size}",
         *(["--film"] if film else []),
     ]  # fmt: skip
@@ -150,7 +148,7 @@ def main() -> None:
     parser.add_argument("--profiles", type=Path, help="with --breakdown: keep py-spy's raw samples in this folder")
     args = parser.parse_args()
 
-    from tests.helpers.lerobot_checkpoints import tiny_act
+    from devkit.lerobot_checkpoints import tiny_act
 
     films = {"both": [False, True], "on": [True], "off": [False]}[args.film]
     results = []

@@ -114,23 +114,20 @@ def save_checkpoint(
     policy_type: str,
     features: Features,
     action: Action,
-    tap: bool = False,
+    first_steps: tuple[Any, ...] = (),
     without_steps: tuple[str, ...] = (),
     step_changes: dict[str, dict[str, Any]] | None = None,
     **config: Any,
 ) -> Path:
     """Build a `policy_type` (act, diffusion, smolvla) policy with `config` and save it with its processors;
-    `tap`: the preprocessor first records what it is handed (tests/helpers/lerobot_tap.py); `without_steps`:
+    `first_steps`: preprocessor steps put first (a test's tap of what the preprocessor is handed); `without_steps`:
     class names of preprocessor steps left out; `step_changes`: class name -> fields set on that preprocessor step."""
     policy, preprocessor, postprocessor = build_policy(policy_type, features, action, **config)
     preprocessor.steps[:] = [step for step in preprocessor.steps if type(step).__name__ not in without_steps]
     for step in preprocessor.steps:
         for name, value in (step_changes or {}).get(type(step).__name__, {}).items():
             setattr(step, name, value)
-    if tap:
-        from tests.helpers.lerobot_tap import ObservationTap
-
-        preprocessor.steps.insert(0, ObservationTap())
+    preprocessor.steps[:0] = first_steps
     return save_policy(directory, policy, preprocessor, postprocessor)
 
 

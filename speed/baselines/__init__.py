@@ -1,0 +1,1 @@
+"""Hand-written loops that benchmarks time eval.py against: what a user would write without the toolkit."""
