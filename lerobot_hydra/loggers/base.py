@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import abc
 import hashlib
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.loggers.bounded import call_bounded
@@ -74,6 +75,9 @@ class Bounded:
 class LoggerConfig(abc.ABC):
     """A sink's settings (a dataclass named by a `_target_` under `logger.<name>`)."""
 
+    # (module, extra) a sink needs installed: checked when the loggers are built, before anything runs.
+    requires: ClassVar[tuple[str, str] | None] = None
+
     @abc.abstractmethod
     def build(self) -> ExperimentLogger:
         """The logger these settings describe."""
@@ -117,8 +121,19 @@ def build_loggers(node: Any) -> list[ExperimentLogger]:
             raise UserError(f"{key}.{err.setting} {err.problem}") from None
         if not isinstance(config, LoggerConfig):
             raise UserError(f"{key}._target_ must name a LoggerConfig subclass, got {type(config).__name__}")
+        _check_installed(config, key)
         loggers.append(Bounded(str(name), config.build(), timeout_s))
     return loggers
+
+
+def _check_installed(config: LoggerConfig, key: str) -> None:
+    if config.requires is None or importlib.util.find_spec(config.requires[0]) is not None:
+        return
+    module, extra = config.requires
+    raise UserError(
+        f"{key} needs the package '{module}', which is not installed: install it with pip install -e \".[{extra}]\" "
+        f"or leave {key} out of {LOGGER_KEY}"
+    )
 
 
 def _timeout(sink: Any, key: str) -> float:

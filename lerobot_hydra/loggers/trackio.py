@@ -37,6 +37,8 @@ class TrackioLoggerConfig(LoggerConfig):
     # Into a run already active in the process (a trainer's): every key under `<prefix>/`.
     prefix: str = "eval"
 
+    requires = ("trackio", "trackio")  # checked before the run; a broken install is a warning when logging
+
     def __post_init__(self) -> None:
         if self.max_videos < 0:
             raise SettingError("max_videos", f"must be 0 or more, got {self.max_videos}")

@@ -72,6 +72,8 @@ class WandbLoggerConfig(LoggerConfig):
     # Into a run already active in the process (a trainer's): every key under `<prefix>/`.
     prefix: str = "eval"
 
+    requires = ("wandb", "wandb")  # checked before the run; a broken install is a warning when logging
+
     def __post_init__(self) -> None:
         if self.mode is not None and self.mode not in MODES:
             raise SettingError("mode", f"must be one of {', '.join(MODES)} (or null for automatic), got '{self.mode}'")

@@ -13,7 +13,7 @@ from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.loggers.base import build_loggers
 from lerobot_hydra.loggers.csv import CsvLogger
 from lerobot_hydra.loggers.wandb import WandbLogger
-from tests.conftest import evaluate_here
+from tests.conftest import evaluate_here, run_eval
 
 SMALL = (
     "env.task=[reach-v3,push-v3]",
@@ -91,3 +91,31 @@ def test_a_sweeps_summary_reaches_the_csv_sink(tmp_path: Path) -> None:
     assert [float(r["ci95_low"]) for r in rows] == pytest.approx(
         [c["ci95_pc_success"][0] for c in summary["combinations"]]
     )
+
+
+def test_a_logger_whose_package_is_missing_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    proc = run_eval(
+        *SMALL,
+        "logger=csv",
+        "logger.csv._target_=tests.helpers.absent_logger.AbsentConfig",
+        out_dir=tmp_path,
+        check=False,
+    )
+    error = (
+        "error: logger.csv needs the package 'lerobot_hydra_no_such_package', which is not installed: install it "
+        'with pip install -e ".[absent]" or leave logger.csv out of logger'
+    )
+    assert proc.returncode != 0 and error in proc.stderr.splitlines(), proc.stderr
+    assert not (tmp_path / "episodes.jsonl").exists()  # nothing ran
+
+
+@pytest.mark.parametrize("sink", ["wandb", "trackio"])
+def test_wandb_and_trackio_are_refused_where_their_package_is_missing(compose: Callable, sink: str) -> None:
+    import importlib.util
+
+    node = compose(f"logger={sink}").logger
+    if importlib.util.find_spec(sink) is None:  # trackio on the 3.11 line
+        with pytest.raises(UserError, match=rf"^logger.{sink} needs the package '{sink}', which is not installed"):
+            build_loggers(node)
+    else:
+        assert len(build_loggers(node)) == 1
