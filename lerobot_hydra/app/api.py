@@ -22,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from lerobot_hydra.app.main_guard import check_main_guard
 from lerobot_hydra.config import schema as schemas
 from lerobot_hydra.config.schema import EvalConfig, instantiate_node
 from lerobot_hydra.core.errors import UserError
@@ -75,6 +76,7 @@ def evaluate(
 ) -> Results:
     """One evaluation of `policy` (a LeRobot PreTrainedPolicy with its processors, or a lerobot_hydra `Policy`)
     with eval.py's `overrides`; its workers are closed when it returns (an `Evaluator` keeps them)."""
+    check_main_guard("lerobot_hydra.evaluate")
     with Evaluator(overrides, out_dir=out_dir) as evaluator:
         return evaluator.evaluate(policy, preprocessor=preprocessor, postprocessor=postprocessor, step=step)
 
@@ -84,6 +86,7 @@ class Evaluator:
     `with` block) ends every worker."""
 
     def __init__(self, overrides: Sequence[str] = (), *, out_dir: str | Path | None = None) -> None:
+        check_main_guard("lerobot_hydra.Evaluator")
         self.cfg = compose_live(overrides)
         self.eval_cfg = schemas.validate(self.cfg)
         check_api_settings(self.eval_cfg, out_dir)
