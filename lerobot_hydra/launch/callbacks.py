@@ -88,6 +88,8 @@ class MergeShards(Callback):
                 f"error: merging {sweep_dir} failed ({err!r}); retry with: {merge_command(sweep_dir)}", file=sys.stderr
             )
             sys.exit(1)
+        for note in result.notes:
+            print(f"note: {note}", file=sys.stderr)
         if result.ok:
             return
         if self._some_shards and result.missing == len(result.problems):

@@ -36,6 +36,7 @@ from lerobot_hydra.merge.checks import (
     group_combinations,
     missing_shards,
 )
+from lerobot_hydra.merge.duplicates import drop_identical_copies
 from lerobot_hydra.merge.rounds import final_summary, sweep_baseline
 from lerobot_hydra.results.aggregate import Results, aggregate
 from lerobot_hydra.rollout import provenance
@@ -49,6 +50,8 @@ class MergeResult:
     problems: list[str] = field(default_factory=list)
     # How many of the problems are shards that were never started (a sweep over some shards expects those).
     missing: int = 0
+    # What the merge did that a user should know of (an episode recorded twice, identically, merged once).
+    notes: list[str] = field(default_factory=list)
     # (combination, merged results) of every combination that passed its checks
     merged: list[tuple[Combination, Results]] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
@@ -107,6 +110,7 @@ def merge_sweep(
         if i in conflicted:
             continue
         missing = missing_shards(combo, sweep_dir)
+        result.notes.extend(drop_identical_copies(combo))
         problems = check_combination(combo, sweep_dir)
         if not problems and not missing:
             accept = shell_command(["lerobot-hydra-merge", "--accept-version-mismatch", str(sweep_dir)])
@@ -210,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         baseline=args.baseline or sweep_baseline(args.sweep_dir),
         accept_version_mismatch=args.accept_version_mismatch,
     )
+    for note in result.notes:
+        print(f"note: {note}")
     for problem in result.problems:
         print(f"error: {problem}", file=sys.stderr)
     if args.check and result.ok:

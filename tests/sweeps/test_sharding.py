@@ -290,19 +290,37 @@ def test_corrupt_and_duplicated_shard_sets_are_refused(local_sweep: Path, tmp_pa
     assert f"error: {path} is not valid JSON" in proc.stderr
     assert not (corrupt / "eval_info.json").exists()
 
-    duplicated = tmp_path / "duplicated"
-    shutil.copytree(local_sweep, duplicated)
-    (duplicated / "eval_info.json").unlink()
-    files = shard_files(duplicated)
-    first = read_json(files[0])
-    second = read_json(files[1])
-    second["episodes"].append(first["episodes"][0])
-    files[1].write_text(json.dumps(second))
-    proc = merge_cli(duplicated)
-    assert proc.returncode == 1
-    unit = f"{first['episodes'][0]['task_group']}/0 #{first['episodes'][0]['episode_index']}"
-    assert f"episode {unit} appears in shard 0 of 3 ({files[0]}) and in shard 1 of 3 ({files[1]})" in proc.stderr
-    assert not (duplicated / "eval_info.json").exists()
+    # An episode recorded by two shards (dynamic claims: one that slipped past a lease check): identical copies are
+    # one episode, merged once and said; copies that differ are refused, naming both files.
+    for copy, differs in (("identical", False), ("different", True)):
+        duplicated = tmp_path / copy
+        shutil.copytree(local_sweep, duplicated)
+        (duplicated / "eval_info.json").unlink()
+        files = shard_files(duplicated)
+        first = read_json(files[0])
+        second = read_json(files[1])
+        episode = dict(first["episodes"][0])
+        episode["wall_s"] += 1.0  # another run's timing
+        episode["steps"] += int(differs)
+        second["episodes"].append(episode)
+        files[1].write_text(json.dumps(second))
+        proc = merge_cli(duplicated)
+        unit = f"{episode['task_group']}/0 #{episode['episode_index']}"
+        if differs:
+            assert proc.returncode == 1
+            assert (
+                f"episode {unit} appears in shard 0 of 3 ({files[0]}) and in shard 1 of 3 ({files[1]})" in proc.stderr
+            )
+            assert not (duplicated / "eval_info.json").exists()
+        else:
+            assert proc.returncode == 0, proc.stderr
+            index, task = episode["episode_index"], f"{episode['task_group']}/0"
+            assert (
+                f"episode {index} of task {task} was recorded twice, identically, in {files[0]} and {files[1]}; "
+                "merged once" in proc.stdout
+            )
+            merged = read_json(duplicated / "eval_info.json")
+            assert merged["overall"]["n_episodes"] == read_json(local_sweep / "eval_info.json")["overall"]["n_episodes"]
 
 
 @pytest.mark.slow
