@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from speed.harness.timing import ENV, ROOT, verdict
 from speed.harness.breakdown import print_breakdown, profiled
+from speed.harness.timing import ENV, ROOT, verdict
 
 TARGET = 0.95
 LIBERO_ACTION = (7, 0.0, 0.2)  # LIBERO acts in [-1, 1]^7: end-effector deltas and the gripper
