@@ -48,8 +48,8 @@ def test_a_run_writes_a_report_page_that_chromium_renders_with_its_videos_playin
     assert ["reach-v3", "1"] == cells[:2] and "overall" in cells and f"[{low:.1f}, {high:.1f}]" in cells
 
     pixels = imread(screenshot(page, tmp_path / "shot.png"))[..., :3]
-    table = pixels[90:260, 20:700]  # where the results table is drawn at this window size
-    assert (table.mean(axis=2) < 0.3).sum() > 800, "no dark text where the table should be"
+    table = pixels[90:260, 20:700]  # where the success plot (the page begins with it) is drawn at this size
+    assert (table.mean(axis=2) < 0.3).sum() > 800, "no dark text where the plot should be"
     assert len(np.unique((pixels * 255).astype(np.uint8).reshape(-1, 3), axis=0)) > 200  # plot and video frames
 
 
