@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.results.power import exact_paired_n, paired_n, unpaired_n
+from lerobot_hydra.results.power import exact_paired_n, exact_unpaired_n, paired_n, unpaired_n
 
 
 def measured_discordance(a: Path, b: Path) -> tuple[float, int]:
@@ -35,8 +35,8 @@ def plan_lines(p: float, d: float, alpha: float, power: float, discordances: lis
     lines = [
         f"Detect a drop of {100 * d:g} points from {100 * p:g}% with {100 * power:g}% power at alpha {alpha:g}"
         " (two-sided):",
-        f"  unpaired (independent episodes, Fisher's test): {unpaired_n(p, d, alpha, power)} episodes per task and "
-        "policy (Fleiss)",
+        f"  unpaired (independent episodes, Fisher's test): {exact_unpaired_n(p, d, alpha, power)} episodes per task "
+        f"and policy (exact Fisher test; Fleiss's approximation: {unpaired_n(p, d, alpha, power)})",
     ]
     for psi in discordances:
         if psi < d:

@@ -13,6 +13,7 @@ A run dir (`python eval.py`: outputs/<date>/<time>; a sweep job: <sweep dir>/[<l
     results.csv               one row per task and overall (loggers/csv.py, logger=csv)
     report.html               the report page (outputs/report.py)
     success_by_task.png       the success plot (outputs/plots.py)
+    steps_to_success.png      the distribution of the steps of successful episodes (outputs/plots.py)
     videos/<group>_<task id>/episode_<i>.mp4   the first episodes of each task (outputs/video.py)
 
 A sweep dir (`-m`: outputs/multirun/<date>/<time>) adds:
@@ -21,6 +22,7 @@ A sweep dir (`-m`: outputs/multirun/<date>/<time>) adds:
     .submitit/<job id>/       submitit's job logs and results (hydra/launcher submitit_*: its submitit_folder)
     eval_info.json, report.html, success_by_task.png   the merged results of a one-combination sweep
     sweep_summary.json        one row per combination (merge/summary.py)
+    sweep_summary.md, .tex, .csv   its tables for papers and leaderboards (merge/summary_export.py)
     sweep_results.csv         the same as a table (loggers/csv.py, logger=csv)
     sweep_heatmap.png, comparison_forest.png           plots of the sweep (outputs/plots.py)
     policy_server/            a sweep's policy server job: server.json (where it listens), job.json, logs/
@@ -47,6 +49,7 @@ EVAL_INFO_FILE = "eval_info.json"
 RESULTS_CSV = "results.csv"
 REPORT_FILE = "report.html"
 SUCCESS_PLOT = "success_by_task.png"
+STEPS_PLOT = "steps_to_success.png"
 VIDEO_DIR = "videos"
 
 # Sweep dir.

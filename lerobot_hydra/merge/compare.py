@@ -24,8 +24,12 @@ from typing import Any
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.layout import EPISODES_FILE, EVAL_INFO_FILE
-from lerobot_hydra.core.records import read_jsonl
+from lerobot_hydra.core.records import read_jsonl, sort_records
+from lerobot_hydra.results.aggregate import aggregate
 from lerobot_hydra.results.eval_info import lerobot_eval_records, read_eval_info
+from lerobot_hydra.results.export import FORMATS, console, render, render_all
+from lerobot_hydra.results.export_tables import comparison_table, many_table, pairs_table, results_table
+from lerobot_hydra.results.many import many_policies
 from lerobot_hydra.results.pairing import ResultSet, compare, format_comparison
 from lerobot_hydra.results.verdicts import DEFAULT, REGRESSED, Criteria
 
@@ -78,18 +82,25 @@ def _eval_info_results(path: Path, name: str) -> ResultSet:
     return ResultSet(name, records, unpairable=why, init_states_known=False)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lerobot-hydra-compare",
         description="Compare the success of B with A (the baseline): per task and overall, both rates, their "
-        "difference with a 95%% interval and a p-value; paired when both ran the same episodes.",
+        "difference with a 95%% interval and a p-value; paired when both ran the same episodes. Three or more dirs: "
+        "which of them differ (every pair tested, Holm-adjusted, letters); one dir: its results table.",
     )
-    parser.add_argument("a", type=Path, help="the baseline: a run dir or a sweep dir")
-    parser.add_argument("b", type=Path, help="the candidate: a run dir or a sweep dir")
+    parser.add_argument("dirs", type=Path, nargs="+", metavar="DIR", help="A (the baseline), B, ...: run or sweep dirs")
     parser.add_argument(
         "--paired", action="store_true", help="refuse, naming the difference, unless the episodes pair up"
     )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison to FILE as JSON")
+    parser.add_argument("--format", choices=FORMATS, default="console", help="print the table as this (console)")
+    parser.add_argument(
+        "--mid-p",
+        action="store_true",
+        help="paired episodes: the mid-p McNemar test, less conservative than the exact one (its size is close to "
+        "alpha on average, but not guaranteed below it)",
+    )
     parser.add_argument(
         "--fail-on-regression",
         nargs="?",
@@ -102,26 +113,67 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--margin",
         type=float,
-        default=10.0,
         metavar="POINTS",
         help="'held' needs the episodes to detect a change of this many points (10); else 'underpowered'",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
         if args.json is not None:
             check_json_target(args.json)
-        if not (0 < args.alpha < 1 and 0 < args.margin <= 100):
-            raise UserError(f"--alpha {args.alpha:g} / --margin {args.margin:g}: give 0 < alpha < 1, 0 < margin <= 100")
-        comparison = compare_dirs(args.a, args.b, args.paired, Criteria(args.alpha, args.margin))
+        margin = 10.0 if args.margin is None else args.margin
+        if not (0 < args.alpha < 1 and 0 < margin <= 100):
+            raise UserError(f"--alpha {args.alpha:g} / --margin {margin:g}: give 0 < alpha < 1, 0 < margin <= 100")
+        _check_dir_count(args)
+        if len(args.dirs) != 2:
+            return _one_or_many(args)
+        a, b = args.dirs
+        comparison = compare_dirs(a, b, args.paired, Criteria(args.alpha, margin), args.mid_p)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(format_comparison(comparison, f"B ({args.b}) vs baseline A ({args.a})"), flush=True)
+    title = f"B ({b}) vs baseline A ({a})"
+    if args.format == "console":
+        print(format_comparison(comparison, title), flush=True)
+    else:
+        print(render(comparison_table(comparison, title), args.format), end="", flush=True)
     if args.json is not None:
         write_json_atomic(args.json, comparison)
     if args.fail_on_regression and regressed(comparison, args.fail_on_regression):
         print(f"regression: B regressed significantly ({args.fail_on_regression} level)", file=sys.stderr)
         return 1
+    return 0
+
+
+def _check_dir_count(args: argparse.Namespace) -> None:
+    """Refuses the options that need two dirs (B judged against A) with any other number of them."""
+    given = [f for f, on in (("--fail-on-regression", args.fail_on_regression), ("--margin", args.margin)) if on]
+    if len(args.dirs) == 1:
+        given += [f for f, on in (("--paired", args.paired), ("--mid-p", args.mid_p)) if on]
+    if len(args.dirs) != 2 and given:
+        raise UserError(f"{given[0]} needs two dirs (B judged against A), not {len(args.dirs)}; leave it out")
+
+
+def _one_or_many(args: argparse.Namespace) -> int:
+    """One dir: its results table; three or more: the many-policy table and its pairwise tests (results.many)."""
+    names = [str(d) for d in args.dirs]
+    short = [d.name for d in args.dirs]
+    names = short if len(set(short)) == len(short) else names
+    sets = [load_results(d, n) for d, n in zip(args.dirs, names, strict=True)]
+    if len(sets) == 1:
+        records = sets[0].records
+        order = list(dict.fromkeys((r.task_group, r.task_id) for r in records))
+        tables = [results_table(aggregate(sort_records(records, order), 0.0), f"Results of {args.dirs[0]}")]
+        data: dict[str, Any] = {"records": [r.to_dict() for r in records]}
+    else:
+        data = many_policies(sets, args.alpha, args.mid_p)
+        tables = [many_table(data, "Success by policy"), pairs_table(data, "Pairwise tests")]
+    if args.json is not None:
+        write_json_atomic(args.json, data)
+    print(render_all(tables, args.format) if args.format != "console" else "\n".join(map(console, tables)), end="")
     return 0
 
 
@@ -146,8 +198,10 @@ def check_json_target(path: Path) -> None:
         raise UserError(f"--json {path}: the folder {path.parent} does not exist; create it or name another file")
 
 
-def compare_dirs(a: Path, b: Path, require_paired: bool = False, criteria: Criteria = DEFAULT) -> dict[str, Any]:
-    return compare(load_results(a, "A"), load_results(b, "B"), require_paired, criteria)
+def compare_dirs(
+    a: Path, b: Path, require_paired: bool = False, criteria: Criteria = DEFAULT, mid_p: bool = False
+) -> dict[str, Any]:
+    return compare(load_results(a, "A"), load_results(b, "B"), require_paired, criteria, mid_p)
 
 
 if __name__ == "__main__":

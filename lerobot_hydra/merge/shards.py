@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from lerobot_hydra.core.commands import shell_command
 from lerobot_hydra.core.durable import remove_temporaries
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.labels import distinguishing_labels, label_dir_name
-from lerobot_hydra.core.layout import EVAL_INFO_FILE
+from lerobot_hydra.core.layout import EVAL_INFO_FILE, SUMMARY_FILE
 from lerobot_hydra.core.records import sort_records
 from lerobot_hydra.loggers.bounded import bounded_exit
 from lerobot_hydra.merge.checks import (
@@ -38,7 +39,9 @@ from lerobot_hydra.merge.checks import (
 )
 from lerobot_hydra.merge.duplicates import drop_identical_copies
 from lerobot_hydra.merge.rounds import final_summary, sweep_baseline
+from lerobot_hydra.merge.summary_export import sweep_tables
 from lerobot_hydra.results.aggregate import Results, aggregate
+from lerobot_hydra.results.export import FORMATS, render_all
 from lerobot_hydra.rollout import provenance
 from lerobot_hydra.rundir.lock import DirLock
 from lerobot_hydra.rundir.shard_file import ShardFileError, find_shard_files, load_shard
@@ -207,7 +210,16 @@ def main(argv: list[str] | None = None) -> int:
         help="merge shards whose outcome-relevant versions (torch, mujoco, simulators, lerobot) differ; "
         "the merged provenance lists the differences",
     )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="console",
+        help="also print the sweep summary's tables as markdown, latex or csv (sweep_summary.md/.tex/.csv hold them)",
+    )
     args = parser.parse_args(argv)
+    if args.check and args.format != "console":
+        print(f"error: --check writes and prints no summary; leave out --format {args.format}", file=sys.stderr)
+        return 2
     result = merge_sweep(
         args.sweep_dir,
         write=not args.check,
@@ -223,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.check and result.ok and not result.written and len(result.merged) == 1:
         combo = result.merged[0][0]
         print(f"{args.sweep_dir}: one unsharded run, nothing to merge; its results: {combo.shards[0].dir}")
+    summary_path = args.sweep_dir / SUMMARY_FILE
+    if result.ok and args.format != "console" and len(result.merged) > 1 and summary_path.is_file():
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        print(render_all(sweep_tables(summary), args.format), end="", flush=True)
     return 0 if result.ok else 1
 
 

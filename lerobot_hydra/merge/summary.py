@@ -23,6 +23,7 @@ from lerobot_hydra.core.labels import distinguishing_labels, split_label
 from lerobot_hydra.core.layout import HYDRA_DIR, HYDRA_HYDRA_FILE, SUMMARY_FILE
 from lerobot_hydra.core.records import EpisodeRecord, sort_records
 from lerobot_hydra.merge.baseline import SEED_KEY, holds
+from lerobot_hydra.merge.summary_export import many_lines, many_section, write_exports
 from lerobot_hydra.results.aggregate import Results, Summary, aggregate
 from lerobot_hydra.results.pairing import ResultSet, align, compare, format_comparison
 from lerobot_hydra.results.table import rate_text
@@ -150,6 +151,8 @@ def sweep_summary(entries: Sequence[SweepEntry], sweep_dir: Path, baseline: str 
         base = arms[pick_baseline(arms, baseline)]
         summary["baseline"] = base.title
         summary["comparisons"] = [compare(base.result_set(), a.result_set()) for a in arms if a is not base]
+    if len(arms) > 2:
+        summary.update(many_section([a.result_set() for a in arms]))
     return summary
 
 
@@ -259,6 +262,7 @@ def format_sweep_summary(summary: dict[str, Any], title: str) -> str:
             for s in pool["per_seed"]
         ]
         lines += ["  " + line for line in align(seeds)]
+    lines += many_lines(summary)
     for comparison in summary["comparisons"]:
         lines += ["", format_comparison(comparison)]
     if summary.get("sequential"):
@@ -286,6 +290,7 @@ def publish_summary(
         return [str(err)]
     path = sweep_dir / SUMMARY_FILE
     write_json_atomic(path, summary)
+    write_exports(summary, sweep_dir)
     print(format_sweep_summary(summary, f"Sweep summary ({path})"), flush=True)
     publish_sweep([(e.name or "default", e.results) for e in entries], sweep_dir, summary, config)
     return []

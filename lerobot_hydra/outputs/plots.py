@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobot_hydra.core.labels import distinguishing_labels
+from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.results.aggregate import Results, TaskSummary
 
 LABEL_CHARS = 48
@@ -169,5 +170,32 @@ def comparison_forest(comparisons: Sequence[dict[str, Any]], baseline: str, path
     ax.set_xlabel("success difference from the baseline (points); bars: 95% interval; blue paired, orange unpaired")
     ax.grid(axis="x", alpha=0.3)
     ax.set_title(f"Compared with the baseline {_short(baseline, 60)}", fontsize=10)
+    fig.savefig(path)
+    return path
+
+
+def steps_cdf(named: Sequence[tuple[str, Sequence[EpisodeRecord]]], path: Path) -> Path:
+    """For each (name, episodes): the empirical CDF of the steps its successful episodes took (results.steps), one
+    step line per policy; a curve further left succeeds sooner."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from lerobot_hydra.results.steps import ecdf_points
+
+    fig = Figure(figsize=(7.0, 3.6), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    labels = distinct_labels([name for name, _ in named]) if len(named) > 1 else [name for name, _ in named]
+    for label, (_, records) in zip(labels, named, strict=True):
+        xs, ps = ecdf_points(records)
+        if xs:
+            wins = sum(r.success for r in records)
+            ax.step([0.0, *xs], [0.0, *ps], where="post", label=f"{_short(label, 40)} ({wins} successes)")
+    ax.set_xlabel("steps to success")
+    ax.set_ylabel("share of successful episodes")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title("Steps to success (successful episodes only)", fontsize=10)
     fig.savefig(path)
     return path

@@ -12,7 +12,7 @@ from typing import Any
 
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.core.layout import COMPARISON_PLOT, EVAL_INFO_FILE, SUCCESS_PLOT, SWEEP_HEATMAP
+from lerobot_hydra.core.layout import COMPARISON_PLOT, EVAL_INFO_FILE, STEPS_PLOT, SUCCESS_PLOT, SWEEP_HEATMAP
 from lerobot_hydra.loggers.base import ExperimentLogger, RunMeta, build_loggers
 from lerobot_hydra.loggers.run_meta import merged_run, sweep_run
 from lerobot_hydra.outputs import report
@@ -92,6 +92,10 @@ def publish_sweep(
         print(f"Sweep heatmap: {heatmap}", flush=True)
     if summary is None:
         return heatmap
+    named = [(label, result.episodes) for label, result in results]
+    if any(r.success for _, records in named for r in records):
+        steps = _draw("the steps plot", plots.steps_cdf, named, sweep_dir / STEPS_PLOT)
+        images.update({"steps_cdf": steps} if steps is not None else {})
     if summary["comparisons"]:
         path = sweep_dir / COMPARISON_PLOT
         forest = _draw(
@@ -170,10 +174,13 @@ def _report(
 def _plots(results: Results, out_dir: Path) -> dict[str, Path]:
     if not results.tasks:
         return {}
-    from lerobot_hydra.outputs.plots import success_by_task
+    from lerobot_hydra.outputs.plots import steps_cdf, success_by_task
 
     try:
-        return {"success_by_task": success_by_task(results, out_dir / SUCCESS_PLOT)}
+        images = {"success_by_task": success_by_task(results, out_dir / SUCCESS_PLOT)}
+        if any(r.success for r in results.episodes):
+            images["steps_cdf"] = steps_cdf([("this run", results.episodes)], out_dir / STEPS_PLOT)
+        return images
     except ImportError as err:
         log.warning("no success plot: '%s' is not installed; reinstall with: pip install -e .", err.name)
         return {}

@@ -28,6 +28,7 @@ _IMAGE_HEADINGS = {
     "success_by_task": "Success by task",
     "comparison_forest": "Differences from the baseline",
     "sweep_heatmap": "Success across the sweep",
+    "steps_cdf": "Steps to success",
 }
 
 _CSS = """
@@ -69,9 +70,9 @@ def run_report(results: Results, out_dir: Path, title: str, images: Mapping[str,
         f"<h1>{_e(title)}</h1>",
         f'<p class="sub">{_e(str(out_dir))}: {_rate(overall)} over {overall.n_episodes} episodes, '
         f"{results.eval_s:.0f} s</p>",
+        *_images(images, ("success_by_task", "steps_cdf")),
         "<h2>Results</h2>",
         _results_table(results),
-        *_images(images, ("success_by_task",)),
         *_videos(results, out_dir),
     ]
     if results.sequential:
@@ -107,6 +108,8 @@ def sweep_report(summary: dict[str, Any], sweep_dir: Path, images: Mapping[str, 
     parts = [
         f"<h1>Sweep {_e(sweep_dir.name)}</h1>",
         f'<p class="sub">{_e(str(sweep_dir))}: {len(rows)} combinations</p>',
+        *_images(images, ("comparison_forest", "sweep_heatmap", "steps_cdf")),
+        *_many(summary),
         "<h2>Combinations</h2>",
         _table(("combination", "shards", "episodes", "success", "95% CI"), rows, escaped=True),
     ]
@@ -130,8 +133,26 @@ def sweep_report(summary: dict[str, Any], sweep_dir: Path, images: Mapping[str, 
         parts.append(_table(header, comparison_rows(comparison), last_is_total=True))
     if summary.get("sequential"):
         parts += _sweep_stops(summary["sequential"])
-    parts += _images(images, ("comparison_forest", "sweep_heatmap"))
     return _write(sweep_dir / REPORT_FILE, f"Sweep {sweep_dir.name}", parts)
+
+
+def _many(summary: Mapping[str, Any]) -> list[str]:
+    """Which of three or more configurations differ (results.many): their letters, or what is missing."""
+    if summary.get("many_policies_missing"):
+        return [f'<p class="sub">No many-policy table: {_e(summary["many_policies_missing"])}</p>']
+    many = summary.get("many_policies")
+    if not many:
+        return []
+    rows = [
+        [p["name"], p["n_episodes"], pc_text(p["pc_success"]), _ci(p), _num(p["median_steps"]), p["letters"]]
+        for p in many["policies"]
+    ]
+    note = (
+        f"Configurations that share a letter are not significantly different ({many['test']} test on paired "
+        f"episodes for each of the {len(many['pairs'])} pairs, {many['adjustment']}-adjusted, alpha {many['alpha']:g})"
+    )
+    header = ("configuration", "episodes", "success", "95% CI", "median steps to success", "group")
+    return ["<h2>Which configurations differ</h2>", f'<p class="sub">{_e(note)}</p>', _table(header, rows)]
 
 
 def _sweep_stops(stopped: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -16,7 +16,16 @@ from typing import Any
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.records import EpisodeRecord, TaskKey
 from lerobot_hydra.results.power import detectable_paired, detectable_unpaired
-from lerobot_hydra.results.stats import FISHER, MCNEMAR, Difference, PairCounts, paired_difference, unpaired_difference
+from lerobot_hydra.results.stats import (
+    FISHER,
+    MCNEMAR,
+    MCNEMAR_MID_P,
+    Difference,
+    PairCounts,
+    paired_difference,
+    unpaired_difference,
+)
+from lerobot_hydra.results.steps import paired_steps, steps_summary
 from lerobot_hydra.results.table import task_label as table_label
 from lerobot_hydra.results.verdicts import DEFAULT, Criteria, holm, verdict
 
@@ -95,11 +104,15 @@ def pairing_problem(a: ResultSet, b: ResultSet) -> str | None:
 
 
 def compare(
-    baseline: ResultSet, candidate: ResultSet, require_paired: bool = False, criteria: Criteria = DEFAULT
+    baseline: ResultSet,
+    candidate: ResultSet,
+    require_paired: bool = False,
+    criteria: Criteria = DEFAULT,
+    mid_p: bool = False,
 ) -> dict[str, Any]:
     """The comparison of `candidate` against `baseline`, paired when their episodes pair up, with a verdict per
     task, group and overall (results.verdicts, at `criteria`). With `require_paired`, result sets that do not pair
-    are refused (UserError naming the difference)."""
+    are refused (UserError naming the difference). `mid_p`: paired rows use the mid-p McNemar test."""
     for side in (baseline, candidate):
         if not side.records:
             raise UserError(f"{side.name} holds no episodes to compare")
@@ -115,30 +128,39 @@ def compare(
         if task in set(candidate.tasks):
             records = baseline.of_task(task)
             named = {"task_group": task[0], "task_id": task[1], "task_name": records[0].task_name}
-            rows.append({**named, **_row(records, candidate.of_task(task), paired)})
+            rows.append({**named, **_row(records, candidate.of_task(task), paired, mid_p)})
     groups = {}
     for group in dict.fromkeys(r.task_group for r in baseline.records):
         base = [r for r in baseline.records if r.task_group == group]
         cand = [r for r in candidate.records if r.task_group == group]
         if cand:
-            groups[group] = _row(base, cand, paired)
+            groups[group] = _row(base, cand, paired, mid_p)
     known = baseline.init_states_known and candidate.init_states_known
-    overall = _row(baseline.records, candidate.records, paired)
+    overall = _row(baseline.records, candidate.records, paired, mid_p)
     for level in (rows, list(groups.values()), [overall]):
         _judge(level, criteria)
     return {
         "baseline": baseline.name,
         "candidate": candidate.name,
+        "steps": _steps(baseline, candidate) if paired else None,
         "paired": paired,
         "paired_on": (PAIRED_ON_STATES if known else PAIRED_ON_SEEDS) if paired else None,
         "unpaired_reason": reason,
-        "test": MCNEMAR if paired else FISHER,
+        "test": (MCNEMAR_MID_P if mid_p else MCNEMAR) if paired else FISHER,
         "per_task": rows,
         "per_group": groups,
         "overall": overall,
         "verdict": overall["verdict"],
         "criteria": {"alpha": criteria.alpha, "margin_pc": criteria.margin_pc},
     }
+
+
+def _steps(baseline: ResultSet, candidate: ResultSet) -> dict[str, Any]:
+    """Steps to success of each side, and their paired test on the episodes both solve (results.steps)."""
+    by_key = {pair_key(r): r for r in candidate.records}
+    pairs = [(r, by_key[pair_key(r)]) for r in baseline.records]
+    sides = {"baseline": steps_summary(baseline.records), "candidate": steps_summary(candidate.records)}
+    return {**sides, **paired_steps(pairs)}
 
 
 def _judge(rows: list[dict[str, Any]], criteria: Criteria) -> None:
@@ -148,12 +170,12 @@ def _judge(rows: list[dict[str, Any]], criteria: Criteria) -> None:
         row["verdict"] = verdict(row["diff_pc"], p, row["mde_pc"], criteria)
 
 
-def _row(base: Sequence[EpisodeRecord], cand: Sequence[EpisodeRecord], paired: bool) -> dict[str, Any]:
+def _row(base: Sequence[EpisodeRecord], cand: Sequence[EpisodeRecord], paired: bool, mid_p: bool) -> dict[str, Any]:
     row: dict[str, Any] = {"n_baseline": len(base), "n_candidate": len(cand)}
     if paired:
         by_key = {pair_key(r): r.success for r in cand}
         counts = PairCounts.of([(r.success, by_key[pair_key(r)]) for r in base])
-        diff = paired_difference(counts)
+        diff = paired_difference(counts, mid_p)
         row.update(n_baseline_only=counts.baseline_only, n_candidate_only=counts.candidate_only)
         mde = detectable_paired(counts.n, (counts.baseline_only + counts.candidate_only) / counts.n)
     else:
@@ -213,7 +235,9 @@ def comparison_rows(comparison: dict[str, Any]) -> list[tuple[str, ...]]:
 
 def comparison_header(comparison: dict[str, Any]) -> tuple[str, ...]:
     episodes = "pairs" if comparison["paired"] else "episodes"
-    p = "McNemar p" if comparison["paired"] else "Fisher p"
+    p = "Fisher p"
+    if comparison["paired"]:
+        p = "McNemar mid-p" if comparison["test"] == MCNEMAR_MID_P else "McNemar p"
     return ("task", episodes, "baseline", "candidate", "difference", "95% CI", p, "detectable", "verdict")
 
 
@@ -221,6 +245,8 @@ def format_comparison(comparison: dict[str, Any], title: str = "") -> str:
     """A heading and one line per task and overall: rates, difference in points with its interval, p-value."""
     lines = [title or f"{comparison['candidate']} vs baseline {comparison['baseline']}", f"  {describe(comparison)}"]
     lines += align([comparison_header(comparison), *comparison_rows(comparison)], rule_before_last=True)
+    if comparison.get("steps"):
+        lines.append(f"  {steps_line(comparison['steps'])}")
     if "criteria" in comparison:
         c = comparison["criteria"]
         lines.append(
@@ -229,6 +255,20 @@ def format_comparison(comparison: dict[str, Any], title: str = "") -> str:
             f" <= {c['margin_pc']:g})"
         )
     return "\n".join(lines)
+
+
+def steps_line(steps: dict[str, Any]) -> str:
+    """The steps-to-success comparison in one line."""
+    medians = ", ".join(f"{side} {_median(steps[side]['median_steps'])}" for side in ("baseline", "candidate"))
+    if steps["p_value"] is None:
+        test = "no pair differs" if steps["n_both"] else "no episode solved by both"
+    else:
+        test = f"median difference {steps['median_diff_steps']:+g}, {steps['test']} p {format_p(steps['p_value'])}"
+    return f"steps to success: median {medians}; on the {steps['n_both']} episodes both solve: {test}"
+
+
+def _median(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
 
 
 def align(table: list[tuple[str, ...]], rule_before_last: bool = False) -> list[str]:

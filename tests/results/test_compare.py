@@ -69,7 +69,7 @@ def test_a_sweep_over_two_policies_prints_and_writes_the_paired_comparison(tmp_p
     assert (sweep / "comparison_forest.png").stat().st_size > 5000
     dom = dump_dom(sweep / "report.html")
     assert "Compared with the baseline policy=random" in dom and "McNemar p" in dom
-    assert dom.count('data-state="loaded"') == 2 and 'data-state="error"' not in dom  # heatmap and forest plot
+    assert dom.count('data-state="loaded"') == 3 and 'data-state="error"' not in dom  # heatmap, forest, steps
     assert all((sweep / r["eval_info"]).with_name("report.html").is_file() for r in summary["combinations"])
 
     # The baseline named on the merge command line; one that names nothing is refused with the choices.

@@ -8,13 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.stats import binomtest
+from scipy.stats import binom, binomtest, fisher_exact
 
 from lerobot_hydra.app.plan import main as plan_main
 from lerobot_hydra.results.power import (
     detectable_paired,
     detectable_unpaired,
     exact_paired_n,
+    exact_unpaired_n,
+    fisher_power,
     mcnemar_power,
     paired_n,
     unpaired_n,
@@ -44,6 +46,34 @@ def test_exact_mcnemar_power_matches_a_simulation_of_the_exact_test() -> None:
     assert mcnemar_power(n, psi, d) == pytest.approx(rejected / runs, abs=0.03)
 
 
+def test_exact_fisher_power_sums_scipys_test_over_every_outcome() -> None:
+    for n, p, d in [(12, 0.7, 0.4), (9, 0.5, -0.3), (20, 0.9, 0.5)]:
+        outcomes = [(a, b) for a in range(n + 1) for b in range(n + 1)]
+        rejected = [(a, b) for a, b in outcomes if fisher_exact([[a, n - a], [b, n - b]]).pvalue <= 0.05]
+        expected = sum(binom.pmf(a, n, p) * binom.pmf(b, n, p - d) for a, b in rejected)
+        assert fisher_power(n, p, d) == pytest.approx(expected, rel=1e-9)
+
+
+def _simulated_fisher_power(n: int, p: float, q: float, runs: int = 4000) -> float:
+    """Fisher's exact test (scipy) on `runs` simulated pairs of runs of `n` episodes each."""
+    rng = np.random.default_rng(1)
+    tables: dict[tuple[int, int], int] = {}
+    for a, b in zip(rng.binomial(n, p, runs), rng.binomial(n, q, runs), strict=True):
+        tables[(int(a), int(b))] = tables.get((int(a), int(b)), 0) + 1
+    rejected = [k for (a, b), k in tables.items() if fisher_exact([[a, n - a], [b, n - b]]).pvalue <= 0.05]
+    return sum(rejected) / runs
+
+
+def test_fleiss_falls_short_of_fishers_exact_power_and_the_exact_size_reaches_it() -> None:
+    # 90% vs 85%: Fleiss's 686 episodes give Fisher's exact test power 0.78; 721 give 0.80, 720 do not.
+    assert fisher_power(686, 0.9, 0.05) == pytest.approx(0.7797, abs=1e-4)
+    assert fisher_power(720, 0.9, 0.05) < 0.8 <= fisher_power(721, 0.9, 0.05)
+    for n in (686, 721):
+        assert _simulated_fisher_power(n, 0.9, 0.85) == pytest.approx(fisher_power(n, 0.9, 0.05), abs=0.02)
+    n = exact_unpaired_n(0.5, -0.2)  # 50% vs 70%: Fleiss says 91
+    assert n >= unpaired_n(0.5, -0.2) and fisher_power(n, 0.5, -0.2) >= 0.8 > fisher_power(n - 1, 0.5, -0.2)
+
+
 def test_the_exact_paired_size_is_the_fewest_pairs_with_the_power() -> None:
     n = exact_paired_n(0.1, 0.05)
     assert n >= paired_n(0.1, 0.05)  # the exact test is conservative
@@ -61,7 +91,7 @@ def test_the_detectable_difference_inverts_the_sample_size() -> None:
 def test_plan_prints_unpaired_and_paired_sizes(capsys) -> None:
     assert plan_main(["--baseline", "90", "--drop", "5", "--discordance", "10"]) == 0
     out = capsys.readouterr().out
-    assert "686 episodes per task and policy" in out
+    assert "721 episodes per task and policy (exact Fisher test; Fleiss's approximation: 686)" in out
     assert f"{exact_paired_n(0.1, 0.05)} episode pairs per task" in out and "approximation: 312" in out
     assert plan_main(["--baseline", "90", "--drop", "95"]) == 2
     assert "give 0 < baseline <= 100" in capsys.readouterr().err
