@@ -235,9 +235,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def ray_head() -> Iterator[str]:
-    """One local Ray head for the session's `ray` tests (tests/helpers/ray_head.py): its address; stopped at the
-    end. A test that needs it fails without the `ray` extra."""
+def ray_head() -> Iterator[Any]:
+    """One local Ray head for the session's `ray` tests (tests/helpers/ray_head.py: its address, its processes);
+    stopped at the end. A test that needs it fails without the `ray` extra."""
     from tests.helpers.ray_head import start_head
 
     try:
@@ -245,6 +245,6 @@ def ray_head() -> Iterator[str]:
     except (OSError, RuntimeError) as err:
         pytest.fail(f"the local Ray head did not start (pip install -e '.[ray]'): {err}")
     try:
-        yield head.address
+        yield head
     finally:
         head.stop()

@@ -17,13 +17,13 @@ from lerobot_hydra.launch.outcomes import SweepJobsFailed, last_line, shard_text
 # Ray's exceptions for a task that ended without a result, by class name, and what each says happened.
 CAUSES = {
     "TaskCancelledError": "the task was cancelled",
-    "OutOfMemoryError": "Ray's memory monitor killed its worker (out of memory)",
-    "WorkerCrashedError": "its Ray worker process died (killed, out of memory, or its node lost)",
+    "OutOfMemoryError": "Ray's memory monitor killed its worker: out of memory",
+    "WorkerCrashedError": "its Ray worker process died: killed, out of memory, or its node lost",
     "NodeDiedError": "its node was lost",
     "ObjectLostError": "its node was lost",
     "OwnerDiedError": "the process that launched it died",
     "RuntimeEnvSetupError": "Ray could not set up its runtime_env",
-    "TaskUnschedulableError": "no node of the cluster has the resources it asks for (hydra.launcher.ray.remote)",
+    "TaskUnschedulableError": "no node of the cluster has the resources it asks for in hydra.launcher.ray.remote",
 }
 
 
