@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
 GROUP = "hydra/launcher"
 PROVIDER = "lerobot_hydra"
 # The option names of hydra/launcher that choose our launchers: Hydra's default, the submitit and Ray plugins'.
 BASIC, LOCAL, SLURM, RAY = "basic", "submitit_local", "submitit_slurm", "ray"
 SWEEPER_GROUP, SEQUENTIAL = "hydra/sweeper", "sequential"
+RAY_TARGET = "hydra_plugins.lerobot_hydra_launchers.launchers.RayLauncher"
 
 
 @dataclass
@@ -66,18 +68,14 @@ def _submitit_schemas() -> dict[str, Any]:
 
 
 def _ray_schemas() -> dict[str, Any]:
-    """The Ray launcher's schema: the hydra-ray-launcher plugin's (`ray.init`, `ray.remote`), with our subclass as
-    `_target_` (none without the plugin, the `ray` extra). The plugin keeps its schema in `_config`."""
-    try:
-        from hydra_plugins.hydra_ray_launcher._config import RayLauncherConf as PluginRayLauncherConf
-    except ImportError:
+    """The Ray launcher's schema: the entry the hydra-ray-launcher plugin stores under hydra/launcher=ray (its
+    `ray.init` and `ray.remote`), with our subclass as `_target_` (none without the plugin, the `ray` extra). The
+    plugin's dataclass lives in a private module, so its stored entry is read instead (after plugin discovery)."""
+    store = ConfigStore.instance()
+    if f"{RAY}.yaml" not in store.list(GROUP):
         return {}
-
-    @dataclass
-    class RayLauncherConf(PluginRayLauncherConf):
-        _target_: str = "hydra_plugins.lerobot_hydra_launchers.launchers.RayLauncher"
-
-    return {RAY: RayLauncherConf}
+    plugin = store.load(f"{GROUP}/{RAY}.yaml")
+    return {RAY: OmegaConf.merge(plugin.node, {"_target_": RAY_TARGET})}
 
 
 def register() -> None:

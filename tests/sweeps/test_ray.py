@@ -80,6 +80,17 @@ def shard_worker(head: Any, sweep: Path, shard: int, of: int) -> int:
     raise AssertionError(f"no Ray worker runs shard {shard} of {of}")
 
 
+@pytest.mark.parametrize("option", ["ray", "ray_cpu", "ray_gpu"])
+def test_the_ray_options_select_our_launcher_with_the_plugins_typed_settings(compose: Any, option: str) -> None:
+    from hydra.errors import ConfigCompositionException
+
+    cfg = compose(f"hydra/launcher={option}", return_hydra_config=True)
+    assert cfg.hydra.launcher._target_ == "hydra_plugins.lerobot_hydra_launchers.launchers.RayLauncher"
+    assert set(cfg.hydra.launcher.ray) == {"init", "remote"}
+    with pytest.raises(ConfigCompositionException):
+        compose(f"hydra/launcher={option}", "hydra.launcher.ray=soon", return_hydra_config=True)
+
+
 def test_four_ray_shards_merge_into_the_unsharded_run(ray_head: Any, reference: list[tuple], tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     proc = run_eval(*on_ray(ray_head, *WORKLOAD, "eval.shard_id=0,1,2,3"), out_dir=sweep, multirun=True)
