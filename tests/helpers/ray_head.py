@@ -43,7 +43,7 @@ class RayHead:
         procs = self.processes()
         for proc in procs:
             _signal(proc, kill=False)
-        _, alive = psutil.wait_procs(procs, timeout=15)
+        _, alive = psutil.wait_procs(procs, timeout=5)
         for proc in alive:
             _signal(proc, kill=True)
         psutil.wait_procs(alive, timeout=10)
