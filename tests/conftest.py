@@ -226,8 +226,25 @@ def evaluate_here(out_dir: Path, *overrides: str, label: str = "") -> dict[str, 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """For `pytest -n N --dist loadgroup` (scripts/test.sh): a module's tests run in one worker, so that the tiny
-    checkpoints its fixtures build are built once, and every test that uses the local SLURM cluster runs in the same
-    worker, so that two tests never share its two CPUs."""
+    checkpoints its fixtures build are built once, and every test that uses the local SLURM cluster (or the Ray head)
+    runs in the same worker, so that two tests never share its two CPUs (and the session starts one Ray head)."""
     for item in items:
-        group = "slurm" if item.get_closest_marker("slurm") else item.nodeid.split("::")[0]
+        marked = [name for name in ("slurm", "ray") if item.get_closest_marker(name)]
+        group = marked[0] if marked else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(scope="session")
+def ray_head() -> Iterator[Any]:
+    """One local Ray head for the session's `ray` tests (tests/helpers/ray_head.py: its address, its processes);
+    stopped at the end. A test that needs it fails without the `ray` extra."""
+    from tests.helpers.ray_head import start_head
+
+    try:
+        head = start_head(ROOT)
+    except (OSError, RuntimeError) as err:
+        pytest.fail(f"the local Ray head did not start (pip install -e '.[ray]'): {err}")
+    try:
+        yield head
+    finally:
+        head.stop()

@@ -94,7 +94,7 @@ def job_line(job: Any, overrides: Sequence[str], with_label: bool = True) -> tup
         head = f"job {job.job_id} ended without a result (state: {state})"
     else:
         head = f"job {job.job_id} failed (state: {state})"
-    text = f"{head}: {_shard(overrides, with_label)}; log: {job.paths.stderr}"
+    text = f"{head}: {shard_text(overrides, with_label)}; log: {job.paths.stderr}"
     return result == "ok", text + (f"; {said}" if said else "")
 
 
@@ -113,13 +113,13 @@ def _outcome(job: Any) -> tuple[str, str]:
     status = getattr(getattr(value, "status", None), "name", "COMPLETED")
     if status == "COMPLETED":
         return "ok", ""
-    return "failed", f"it raised: {_last_line(str(getattr(value, '_return_value', value)))}"
+    return "failed", f"it raised: {last_line(str(getattr(value, '_return_value', value)))}"
 
 
 def _raised(failed_job_error: str) -> str:
     """The last line of the trace in submitit's FailedJobError ("...with trace:\n---\n<trace>\n---\n<paths>")."""
     parts = failed_job_error.split("----------------------")
-    return _last_line(parts[1] if len(parts) > 2 else failed_job_error)
+    return last_line(parts[1] if len(parts) > 2 else failed_job_error)
 
 
 def _state(job: Any) -> str:
@@ -130,7 +130,8 @@ def _state(job: Any) -> str:
     return str(state).split(" ")[0] if state else "UNKNOWN"
 
 
-def _shard(overrides: Sequence[str], with_label: bool) -> str:
+def shard_text(overrides: Sequence[str], with_label: bool) -> str:
+    """'shard k of N[, label]' (the label: the combination's, when the sweep has several)."""
     values = dict(o.lstrip("+").split("=", 1) for o in overrides if "=" in o)
     parts = []
     if "eval.shard_id" in values:
@@ -148,7 +149,7 @@ def _status_line(stderr: Path) -> str:
     return f"it said: {lines[-1][len(STATUS_PREFIX) :]}" if lines else ""
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else "no message"
 

@@ -57,7 +57,8 @@ class StartPolicyServer(Callback):
             settings = read_settings(node)
             check_clients(config, overrides, sweep_dir)
             shards = count_jobs(overrides)
-            job = submit(settings, sweep_dir, shards, env_overrides(overrides))
+            ray_init = OmegaConf.select(config, "hydra.launcher.ray.init", default=None)
+            job = submit(settings, sweep_dir, shards, env_overrides(overrides), ray_init)
         except UserError as err:
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)

@@ -1,5 +1,5 @@
-"""The policy server of a sweep as a job of its own (SLURM, or a local process): submitted, awaited until it
-listens, and stopped when it outlives every shard job.
+"""The policy server of a sweep as a job of its own (SLURM, a local process, or a Ray task: ray_server.py):
+submitted, awaited until it listens, and stopped when it outlives every shard job.
 
 Its files live in `<sweep dir>/policy_server/`: `server.json`, the announce file the server writes once it listens
 (the shards' `policy.url` names it), `job.json` (its job id, cluster and logs, written here at submission) and the
@@ -31,7 +31,8 @@ SERVE_MODULE = "lerobot_hydra.app.serve"
 # Executor settings every submitit executor takes unprefixed (the others get the cluster's prefix, as in Hydra's
 # submitit launcher): hydra_plugins.hydra_submitit_launcher.config.BaseQueueConf.
 BASE_PARAMETERS = {"timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "mem_gb", "nodes", "name"}
-CLUSTERS = ("slurm", "local")
+CLUSTERS = ("slurm", "local", "ray")
+SERVER_JOB_NAME = "lerobot_hydra_policy_server"
 POLL_S = 0.5
 
 
@@ -43,7 +44,8 @@ class PolicyServerConfig:
     overrides: dict[str, Any] | None = None
     # Seconds the sweep waits for the server job to start and listen before it submits the shards.
     ready_timeout_s: float = 3600.0
-    # The server job: `cluster` (slurm | local) and submitit executor settings, as in the hydra/launcher presets.
+    # The server job: `cluster` (slurm | local | ray) and its settings, as in the hydra/launcher presets (submitit's
+    # executor settings; on Ray, the `ray.remote` options: num_cpus, num_gpus, ...).
     launcher: dict[str, Any] = field(default_factory=dict)
 
 
@@ -117,7 +119,8 @@ def exec_server(command: list[str]) -> None:
 
 
 def refuse_live_server(sweep_dir: Path) -> None:
-    """An earlier server of this sweep that is still running would serve shards beside the new one: refuse."""
+    """An earlier server of this sweep that is still running would serve shards beside the new one: refuse. (A Ray
+    server cannot outlive the sweep that started it: Ray ends a driver's tasks with it, see ray_server.py.)"""
     path = server_dir(sweep_dir) / SERVER_JOB_FILE
     try:
         job = json.loads(path.read_text())
@@ -141,31 +144,29 @@ def refuse_live_server(sweep_dir: Path) -> None:
         )
 
 
-def submit(settings: PolicyServerConfig, sweep_dir: Path, shards: int, env: list[str]) -> Any:
-    """Deletes any earlier announce file, submits the server job and records it in job.json."""
-    import submitit
-
+def submit(
+    settings: PolicyServerConfig, sweep_dir: Path, shards: int, env: list[str], ray_init: DictConfig | None = None
+) -> Any:
+    """Deletes any earlier announce file, submits the server job and records it in job.json (on Ray: a task on the
+    cluster `ray_init` joins, the sweep launcher's `hydra.launcher.ray.init`)."""
     refuse_live_server(sweep_dir)
     folder = server_dir(sweep_dir)
     folder.mkdir(parents=True, exist_ok=True)
     announce_path(sweep_dir).unlink(missing_ok=True)
     launcher = dict(settings.launcher)
     cluster = launcher.pop("cluster", "slurm")
-    init = {f"{cluster}_max_num_timeout": launcher.pop("max_num_timeout")} if "max_num_timeout" in launcher else {}
-    executor = submitit.AutoExecutor(folder=folder / SERVER_LOG_DIR / "%j", cluster=cluster, **init)
-    launcher.setdefault("name", "lerobot_hydra_policy_server")
-    params = {k if k in BASE_PARAMETERS else f"{cluster}_{k}": v for k, v in launcher.items() if v is not None}
-    try:
-        executor.update_parameters(**params)
-    except (TypeError, ValueError, NameError) as err:
-        raise UserError(f"bad policy_server.launcher setting: {err}") from err
     command = server_command(settings, sweep_dir, shards, env)
-    try:
-        job = executor.submit(exec_server, command)
-    except Exception as err:  # noqa: BLE001 - sbatch's refusal (a partition, an account) is the user's to fix
-        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-        reason = lines[-1] if lines else type(err).__name__
-        raise UserError(f"submitting the policy server job failed ({reason}); check policy_server.launcher") from err
+    if cluster == "ray":
+        from lerobot_hydra.serving.ray_server import submit_on_ray
+
+        if ray_init is None:
+            raise UserError(
+                "policy_server.launcher.cluster=ray runs the server on the sweep's Ray cluster; launch the shards "
+                "there too with hydra/launcher=ray (or ray_cpu, ray_gpu)"
+            )
+        job = submit_on_ray(launcher, ray_init, command, folder, SERVER_JOB_NAME)
+    else:
+        job = _submit_submitit(launcher, cluster, folder, command)
     record = {
         "job_id": str(job.job_id),
         "cluster": cluster,
@@ -178,6 +179,25 @@ def submit(settings: PolicyServerConfig, sweep_dir: Path, shards: int, env: list
     }
     write_json_atomic(folder / SERVER_JOB_FILE, record)
     return job
+
+
+def _submit_submitit(launcher: dict[str, Any], cluster: str, folder: Path, command: list[str]) -> Any:
+    import submitit
+
+    init = {f"{cluster}_max_num_timeout": launcher.pop("max_num_timeout")} if "max_num_timeout" in launcher else {}
+    executor = submitit.AutoExecutor(folder=folder / SERVER_LOG_DIR / "%j", cluster=cluster, **init)
+    launcher.setdefault("name", SERVER_JOB_NAME)
+    params = {k if k in BASE_PARAMETERS else f"{cluster}_{k}": v for k, v in launcher.items() if v is not None}
+    try:
+        executor.update_parameters(**params)
+    except (TypeError, ValueError, NameError) as err:
+        raise UserError(f"bad policy_server.launcher setting: {err}") from err
+    try:
+        return executor.submit(exec_server, command)
+    except Exception as err:  # noqa: BLE001 - sbatch's refusal (a partition, an account) is the user's to fix
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        reason = lines[-1] if lines else type(err).__name__
+        raise UserError(f"submitting the policy server job failed ({reason}); check policy_server.launcher") from err
 
 
 def wait_until_listening(job: Any, sweep_dir: Path, timeout_s: float) -> dict[str, Any]:
