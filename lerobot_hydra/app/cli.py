@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 from lerobot_hydra.core.errors import UserError, did_you_mean
 from lerobot_hydra.core.labels import job_subdir
 from lerobot_hydra.launch.outcomes import SweepJobsFailed
+from lerobot_hydra.launch.ray_connect import ray_launcher_missing
 from lerobot_hydra.launch.shards import NUM_SHARDS, SHARD_ID, num_shards_swept, shard_sweep_in_a_single_run
 
 
@@ -35,6 +36,8 @@ def describe_hydra_error(ex: BaseException) -> str | None:
 
     if isinstance(ex, MissingConfigException) and ex.missing_cfg_file and "/" in ex.missing_cfg_file:
         group, _, name = ex.missing_cfg_file.rpartition("/")
+        if group == "hydra/launcher" and name == "ray":  # our ray presets default to the plugin's option
+            return ray_launcher_missing()
         options = sorted(ex.options or [])
         return f"unknown {group} '{name}'{did_you_mean(name, options)}; available: {', '.join(options)}"
     if isinstance(ex, OverrideParseException):

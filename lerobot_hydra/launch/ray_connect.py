@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -67,3 +68,13 @@ def no_cluster(address: str | None, why: str) -> str:
 def _first_line(err: BaseException) -> str:
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     return lines[0] if lines else type(err).__name__
+
+
+def ray_launcher_missing() -> str:
+    """The line for hydra/launcher=ray (or a ray_* preset) where the official Ray launcher is not installed."""
+    if sys.version_info >= (3, 12):
+        return (
+            "hydra/launcher=ray needs hydra-ray-launcher, which cannot install on Python 3.12 (it pins cloudpickle<3); "
+            "launch Ray sweeps from a Python 3.11 environment with pip install -e \".[ray]\""
+        )
+    return 'hydra/launcher=ray needs the Ray launcher; install it with pip install -e ".[ray]"'
