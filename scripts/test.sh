@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
 # The test suite on both LeRobot lines (the README's second command and .ci/run end here):
 #   1. the whole suite on Python 3.12 with LeRobot 0.6.x, in .venv312/ (created and installed on first use);
-#   2. the LeRobot tests (marker `lerobot`) again on this Python (3.11: LeRobot 0.4.4), and the Ray tests (marker
-#      `ray`), which run on this line only: the official Hydra Ray launcher pins cloudpickle<3, which Python 3.12
-#      environments cannot take (see the `ray` extra in pyproject.toml).
+#   2. the LeRobot tests (marker `lerobot`) again on this Python (3.11: LeRobot 0.4.4).
 # Each line loads checkpoints saved by the other (LEROBOT_HYDRA_OTHER_PYTHON). Arguments go to both pytest runs.
 # Each run spreads its test modules over LEROBOT_HYDRA_TEST_WORKERS pytest-xdist workers (default 2; 0 runs them in
 # this process): most tests wait on subprocesses, simulators and SLURM, so two share two cores well. A module's tests
@@ -35,7 +33,6 @@ fi
 # Both runs always run; the script fails if either did.
 status=0
 workers=(-n "${LEROBOT_HYDRA_TEST_WORKERS:-2}" --dist loadgroup)
-LEROBOT_HYDRA_OTHER_PYTHON="$python311" "$venv/bin/python" -m pytest -q -m "not ray" "${workers[@]}" "$@" || status=$?
-LEROBOT_HYDRA_OTHER_PYTHON="$PWD/$venv/bin/python" "$python311" -m pytest -q -m "lerobot or ray" "${workers[@]}" "$@" \
-  || status=$?
+LEROBOT_HYDRA_OTHER_PYTHON="$python311" "$venv/bin/python" -m pytest -q "${workers[@]}" "$@" || status=$?
+LEROBOT_HYDRA_OTHER_PYTHON="$PWD/$venv/bin/python" "$python311" -m pytest -q -m lerobot "${workers[@]}" "$@" || status=$?
 exit "$status"

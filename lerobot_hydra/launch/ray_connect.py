@@ -72,9 +72,9 @@ def _first_line(err: BaseException) -> str:
 
 def ray_launcher_missing() -> str:
     """The line for hydra/launcher=ray (or a ray_* preset) where the official Ray launcher is not installed."""
-    if sys.version_info >= (3, 12):
+    if sys.version_info >= (3, 12):  # its cloudpickle<3 pin predates Python 3.12 (see pyproject.toml)
         return (
-            "hydra/launcher=ray needs hydra-ray-launcher, which cannot install on Python 3.12 (it pins cloudpickle<3); "
-            "launch Ray sweeps from a Python 3.11 environment with pip install -e \".[ray]\""
+            'hydra/launcher=ray needs the Ray launcher; install it with pip install -e ".[ray]" and, on Python 3.12, '
+            "pip install --no-deps hydra-ray-launcher==1.2.2"
         )
     return 'hydra/launcher=ray needs the Ray launcher; install it with pip install -e ".[ray]"'

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +59,8 @@ def start_head(root: Path) -> RayHead:
     path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "PYTHONPATH": path, "RAY_USAGE_STATS_ENABLED": "0"}
     args = [
-        "ray", "start", "--head", "--node-ip-address=127.0.0.1", f"--port={gcs}", f"--ray-client-server-port={client}",
+        str(Path(sys.executable).with_name("ray")), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={gcs}",
+        f"--ray-client-server-port={client}",
         f"--dashboard-agent-listen-port={agent}", f"--dashboard-port={dashboard}", "--include-dashboard=false",
         "--min-worker-port=0", "--max-worker-port=0", "--num-cpus=2", "--num-gpus=0", f"--temp-dir={temp_dir}",
         "--disable-usage-stats",
