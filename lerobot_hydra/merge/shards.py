@@ -57,6 +57,11 @@ class MergeResult:
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def n_errors(self) -> int:
+        """Error episodes in the merged combinations."""
+        return sum(results.overall.n_errors for _, results in self.merged)
+
 
 def merged_results(combo: Combination, out_dir: Path) -> Results:
     """The results of the whole combination, aggregated from every episode record of its shards, with video paths

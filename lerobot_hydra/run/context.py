@@ -66,7 +66,7 @@ class RunContext:
         self.cfg, self.eval_cfg, self.parts, self.sink, self.label = cfg, eval_cfg, parts, sink, label
         self.plan = plan  # this run's (shard's) planned episodes; a dynamic shard's: the whole run's
         self.loggers, self.pools, self.recorder, self.run_meta = loggers, pools, recorder, run_meta
-        self.faults = WorkerFaults(eval_cfg.step_timeout_s, eval_cfg.worker_retries)
+        self.faults = WorkerFaults(eval_cfg.step_timeout_s, eval_cfg.worker_retries, eval_cfg.on_error)
         self.built: Policy | None = None
         self._building = threading.Lock()
 
