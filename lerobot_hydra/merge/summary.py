@@ -200,9 +200,11 @@ def multi_seed(arm: Arm) -> dict[str, Any]:
 
 
 def _rate(summary: Summary) -> dict[str, Any]:
-    """A summary's episodes, success rate and interval, as sweep_summary.json's rows hold them."""
+    """A summary's episodes, success rate and interval, and its error episodes, as sweep_summary.json's rows hold
+    them."""
     return {
         "n_episodes": summary.n_episodes,
+        "n_errors": summary.n_errors,
         "pc_success": summary.pc_success,
         "ci95_pc_success": list(summary.ci95_pc_success),
     }
@@ -233,7 +235,8 @@ def _job_order(run_dirs: Sequence[Path]) -> tuple[int, int]:
 
 def format_sweep_summary(summary: dict[str, Any], title: str) -> str:
     """The combinations table, then each multi-seed pool and each comparison with the baseline."""
-    table = [("combination", "shards", "episodes", "success", "95% CI")]
+    errors = any(row.get("n_errors") for row in summary["combinations"])  # a column only when some errored
+    table = [("combination", "shards", "episodes", "success", "95% CI", *(("errors",) if errors else ()))]
     for row in summary["combinations"]:
         table.append(
             (
@@ -241,6 +244,7 @@ def format_sweep_summary(summary: dict[str, Any], title: str) -> str:
                 str(row["num_shards"]),
                 str(row["n_episodes"]),
                 *rate_text(row["pc_success"], row["ci95_pc_success"]),
+                *((str(row.get("n_errors", 0)),) if errors else ()),
             )
         )
     lines = [title, *align(table)]

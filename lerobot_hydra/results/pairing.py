@@ -9,6 +9,7 @@ it is unpaired (Fisher's exact test, Newcombe's independent interval), and says 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -100,9 +101,6 @@ def compare(
     """The comparison of `candidate` against `baseline`, paired when their episodes pair up, with a verdict per
     task, group and overall (results.verdicts, at `criteria`). With `require_paired`, result sets that do not pair
     are refused (UserError naming the difference)."""
-    for side in (baseline, candidate):
-        if not side.records:
-            raise UserError(f"{side.name} holds no episodes to compare")
     reason = pairing_problem(baseline, candidate)
     if reason is not None and require_paired:
         raise UserError(
@@ -110,6 +108,10 @@ def compare(
             "run both with the same tasks, eval.n_episodes and seed, or compare them unpaired (without --paired)"
         )
     paired = reason is None
+    baseline, candidate, left_out = without_errors(baseline, candidate, paired)
+    for side in (baseline, candidate):
+        if not side.records:
+            raise UserError(f"{side.name} holds no episodes to compare")
     rows = []
     for task in baseline.tasks:
         if task in set(candidate.tasks):
@@ -138,7 +140,25 @@ def compare(
         "overall": overall,
         "verdict": overall["verdict"],
         "criteria": {"alpha": criteria.alpha, "margin_pc": criteria.margin_pc},
+        **left_out,
     }
+
+
+def without_errors(a: ResultSet, b: ResultSet, paired: bool) -> tuple[ResultSet, ResultSet, dict[str, Any]]:
+    """Both sides without their error episodes (core/records.py `error`), and what was left out: paired, every
+    pair with an error episode on either side (`error_pairs_dropped`); else each side's error episodes
+    (`error_episodes_left_out`: baseline, candidate)."""
+    errored = {pair_key(r) for r in [*a.records, *b.records] if r.errored}
+    if not errored:
+        return a, b, {}
+
+    def kept(r: EpisodeRecord) -> bool:
+        return pair_key(r) not in errored if paired else not r.errored
+
+    sides = [dataclasses.replace(s, records=[r for r in s.records if kept(r)]) for s in (a, b)]
+    if paired:
+        return sides[0], sides[1], {"error_pairs_dropped": len(errored)}
+    return sides[0], sides[1], {"error_episodes_left_out": [sum(r.errored for r in s.records) for s in (a, b)]}
 
 
 def _judge(rows: list[dict[str, Any]], criteria: Criteria) -> None:
@@ -178,8 +198,18 @@ def describe(comparison: dict[str, Any]) -> str:
         n = comparison["overall"]["n_baseline"]
         seeds_only = comparison.get("paired_on") == PAIRED_ON_SEEDS
         what = "tasks and seeds" if seeds_only else "tasks, seeds and initial states"
-        return f"paired ({n} episode pairs with the same {what}; {comparison['test']} test)"
-    return f"unpaired: {comparison['unpaired_reason']} ({comparison['test']} test)"
+        return f"paired ({n} episode pairs with the same {what}{_errors_note(comparison)}; {comparison['test']} test)"
+    return f"unpaired: {comparison['unpaired_reason']}{_errors_note(comparison)} ({comparison['test']} test)"
+
+
+def _errors_note(comparison: dict[str, Any]) -> str:
+    """What the comparison left out for error episodes (the simulator failed twice), if anything."""
+    if comparison.get("error_pairs_dropped"):
+        return f"; {comparison['error_pairs_dropped']} pair(s) with an error episode on either side left out"
+    if any(comparison.get("error_episodes_left_out", [])):
+        base, cand = comparison["error_episodes_left_out"]
+        return f"; error episodes left out ({base} of the baseline, {cand} of the candidate)"
+    return ""
 
 
 def comparison_rows(comparison: dict[str, Any]) -> list[tuple[str, ...]]:
