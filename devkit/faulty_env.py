@@ -9,7 +9,7 @@ returns a NaN reward (`fault_kind=nan`). Which episodes fail, decided by (task i
 An "always" episode fails every time it runs (it becomes an error episode); a "once" episode fails the first time
 only, across processes: its first failure leaves a marker file in `fault_dir`, so the retry in a fresh worker runs it
 undisturbed. With FAULTY_ENV_OFF=1 in the environment no episode fails (the fault fixed: a rerun of the same
-configuration then runs its error episodes through).
+configuration then runs its error episodes through); with FAULTY_ENV_ALL=1 every episode does (an unhealthy node).
 """
 
 from __future__ import annotations
@@ -69,8 +69,9 @@ class FaultyTaskEnv:
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         self.episode = int((options or {}).get("episode_index", 0))
-        off = os.environ.get("FAULTY_ENV_OFF") == "1"
-        self.mode, self.steps = None if off else fault_of(self.settings, self.task.task_id, self.episode), 0
+        self.mode, self.steps = fault_of(self.settings, self.task.task_id, self.episode), 0
+        if os.environ.get("FAULTY_ENV_OFF") == "1" or os.environ.get("FAULTY_ENV_ALL") == "1":
+            self.mode = ALWAYS if os.environ.get("FAULTY_ENV_ALL") == "1" else None
         return self.inner.reset(seed=seed, options=options)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:

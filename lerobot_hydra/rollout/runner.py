@@ -18,6 +18,7 @@ fresh worker before it is recorded as an error episode, or the run ending (rollo
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -35,23 +36,19 @@ from lerobot_hydra.processors.pipeline import Pipeline
 from lerobot_hydra.rollout.episode_errors import EpisodeErrors, check_finite, error_record
 from lerobot_hydra.rollout.episodes import Episode, Unit, capture_frames
 from lerobot_hydra.rollout.filming import Filming
+from lerobot_hydra.rollout.health import TaskBroken
 from lerobot_hydra.rollout.plan import episode_seed
-from lerobot_hydra.rollout.progress import Progress, TaskProgress
+from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.recording import step_recorder
 from lerobot_hydra.rollout.recovery import Recovery
 from lerobot_hydra.rollout.schedule import Schedule
+from lerobot_hydra.rollout.task_bars import TaskBars, TaskWork
 from lerobot_hydra.vector.faults import SubEnvFailed, WorkerLost, worker_faults
 from lerobot_hydra.vector.task_envs import EnvPool
 
+log = logging.getLogger("lerobot_hydra")
+
 OnRecord = Callable[[EpisodeRecord], None]
-
-
-@dataclass
-class TaskWork:
-    task: TaskSpec
-    episodes: list[int]  # episode indices still to run, ascending
-    done: int = 0  # episodes of this task already recorded (resume)
-    successes: int = 0
 
 
 class LaneStopped(Exception):
@@ -73,41 +70,15 @@ def run_segment(pool: EnvPool, works: list[TaskWork], ctx: RolloutContext, progr
     """Every episode of `works` (consecutive tasks of a lane that share `pool`), each record emitted (and so
     flushed to disk) the moment its episode ends."""
     units = [Unit(w.task, k, episode_seed(ctx.base_seed, k)) for w in works for k in w.episodes]
-    bars = _Bars(works, progress)
+    bars = TaskBars(works, progress)
     try:
         _Segment(pool, ctx, units, bars).run()
     finally:
         bars.close()
 
 
-class _Bars:
-    """A progress bar per task, open from its first episode's start to its last episode's record."""
-
-    def __init__(self, works: list[TaskWork], progress: Progress) -> None:
-        self._works = {w.task: w for w in works}
-        self._left = {w.task: len(w.episodes) for w in works}
-        self._open: dict[TaskSpec, TaskProgress] = {}
-        self._progress = progress
-
-    def started(self, task: TaskSpec) -> None:
-        if task not in self._open:
-            w = self._works[task]
-            self._open[task] = self._progress.start(task, w.done + len(w.episodes), w.done, w.successes)
-
-    def recorded(self, task: TaskSpec, record: EpisodeRecord) -> None:
-        self._open[task].update(record)
-        self._left[task] -= 1
-        if not self._left[task]:
-            self._progress.finish(self._open.pop(task))
-
-    def close(self) -> None:
-        for bar in self._open.values():
-            self._progress.finish(bar)
-        self._open.clear()
-
-
 class _Segment:
-    def __init__(self, pool: EnvPool, ctx: RolloutContext, units: list[Unit], bars: _Bars) -> None:
+    def __init__(self, pool: EnvPool, ctx: RolloutContext, units: list[Unit], bars: TaskBars) -> None:
         self.pool, self.ctx, self.bars = pool, ctx, bars
         n = pool.num_envs
         self.refill = resets_rows(ctx.policy)
@@ -175,7 +146,12 @@ class _Segment:
             init_state, started = (episode.init_state, episode.started) if episode is not None else (None, None)
             record = error_record(unit, err, step, init_state, time.perf_counter() - (started or time.perf_counter()))
             self.bars.started(unit.task)
-            self.ctx.on_record(record)
+            try:
+                self.ctx.on_record(record)
+            except TaskBroken as broken:  # its first episodes all failed: its others are left for a rerun
+                log.warning("%s", broken.line)
+                units = [u for u in units if u.task.key != broken.key]
+                self.schedule.drop(broken.key)
             self.bars.recorded(unit.task, record)
         self.schedule.put_back(units)
         self._replace([err.slot])

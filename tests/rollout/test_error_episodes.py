@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from lerobot_hydra.core.records import EpisodeRecord
+from lerobot_hydra.rollout.health import Health
 from tests.conftest import read_episodes, read_json, run_eval
 from tests.helpers.counting_env import CountingEnvConfig, events
 from tests.rollout.test_vector import run
@@ -66,6 +67,39 @@ def test_an_episode_whose_reset_always_raises_is_an_error_episode_at_step_0(tmp_
         (1, "RuntimeError: counting env: episode 1 fails on purpose", 0),
         (2, None, None),
     ]
+
+
+def test_a_task_whose_first_episodes_all_fail_is_stopped_in_one_line_and_the_others_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # In this process a batch holds one task: task 0's six episodes first, then task 1's, whose resets all raise.
+    cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=3, broken_task=1)
+    health, records = Health(), list[EpisodeRecord]()
+
+    def on_record(record: EpisodeRecord) -> None:
+        records.append(record)
+        health.recorded(record)  # as the run context does
+
+    run(cfg, n_episodes=6, batch=2, use_async=False, on_record=on_record)
+    by_task = {t: sorted((r.episode_index, r.errored) for r in records if r.task_id == t) for t in range(3)}
+    assert by_task[0] == by_task[2] == [(k, False) for k in range(6)], "the other tasks ran every episode"
+    assert by_task[1] == [(0, True), (1, True), (2, True)], "task 1 stopped after its first three"
+    (line,) = [r.getMessage() for r in caplog.records if "all failed" in r.getMessage()]
+    assert line.startswith("the first 3 episodes of task count/1 count-1 all failed in the simulator (the last: ")
+    assert "likely a broken task" in line and "the same command runs them" in line
+
+
+def test_a_run_whose_first_episodes_all_fail_stops_in_one_line(tmp_path: Path) -> None:
+    # FAULTY_ENV_ALL=1: every episode fails (an unhealthy node).
+    args = (*FAULTY[:3], *FAULTY[4:], "eval.batch_size=1", "eval.n_episodes=6")
+    proc = run_eval(*args, out_dir=tmp_path, env={"FAULTY_ENV_ALL": "1"}, check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(
+        "error: the first 3 episodes of this run all failed in the simulator (the last: episode 2, at step 3: "
+        "FloatingPointError: faulty env: simulation unstable in episode 2 (injected)): likely an unhealthy node"
+    ), proc.stderr
+    assert [(r["episode_index"], r["error_step"]) for r in read_episodes(tmp_path)] == [(0, 3), (1, 3), (2, 3)]
 
 
 # CartPole with random actions; task 0's episode 1 fails at every attempt, episode 2 at its first only.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import read_json, run_eval
+from tests.conftest import outcome, read_episodes, read_json, run_eval
 from tests.loggers.test_wandb import offline_runs
 
 # CartPole, random actions; episode 1 of task 0 fails at every attempt: shard 0 of 2 holds it.
@@ -49,3 +49,26 @@ def test_a_sweeps_error_episodes_are_counted_by_its_merge_summary_reports_and_wa
     merged = [r["summary"]["overall/n_errors"] for r in runs if r["job_type"] == "merged"]
     shards = sorted(r["summary"]["overall/n_errors"] for r in runs if r["job_type"] == "shard")
     assert merged == [1, 1] and shards == [0, 0, 1, 1]
+
+
+def test_an_unhealthy_dynamic_shard_releases_its_claims_and_the_other_shard_runs_them(tmp_path: Path) -> None:
+    from lerobot_hydra.merge.shards import merge_sweep
+
+    sweep = tmp_path / "sweep"
+    args = (*FAULTY[:3], *FAULTY[4:6], "eval.n_episodes=8", "eval.batch_size=1", "eval.num_shards=2")
+    dynamic = (*args, "eval.claims=dynamic")
+    # Shard 0 on an unhealthy node (every episode fails): it stops after its first three, its blocks released.
+    unhealthy = {"FAULTY_ENV_ALL": "1"}
+    sick = run_eval(*dynamic, "eval.shard_id=0", out_dir=sweep / "shard_0_of_2", env=unhealthy, check=False)
+    assert sick.returncode == 2 and "likely an unhealthy node" in sick.stderr, sick.stderr
+    assert [r["error"] is not None for r in read_episodes(sweep / "shard_0_of_2")] == [True] * 3
+    # Shard 1 takes every block, those shard 0 finished with error episodes included, without waiting for a lease.
+    run_eval(*dynamic, "eval.shard_id=1", out_dir=sweep / "shard_1_of_2", env={"FAULTY_ENV_OFF": "1"})
+    assert sorted(r["episode_index"] for r in read_episodes(sweep / "shard_1_of_2")) == list(range(8))
+    result = merge_sweep(sweep)
+    assert result.ok and result.n_errors == 0, result.problems
+    merged = read_json(sweep / "eval_info.json")
+    clean = tmp_path / "clean"
+    run_eval(*args[:-1], out_dir=clean, env={"FAULTY_ENV_OFF": "1"})
+    reference = read_json(clean / "eval_info.json")["episodes"]
+    assert sorted(map(outcome, merged["episodes"])) == sorted(map(outcome, reference)), "equal to a fault-free run"
