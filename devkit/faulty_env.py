@@ -3,7 +3,7 @@
 `env._target_=devkit.faulty_env.FaultyGymEnvConfig` (or `FaultyMetaWorldEnvConfig`) wraps each simulator of the
 env: at step `fault_step` of a faulty episode it raises (`fault_kind=raise`, as MuJoCo going unstable does) or
 returns a NaN reward (`fault_kind=nan`). Which episodes fail, decided by (task id, episode index) only:
-- `faults`: a list of `<task id>:<episode index>:<once|always>`;
+- `faults`: a list of `<task id>:<episode index>:<once|always>` (of every group);
 - `fault_rate`: besides those, each episode whose hash falls under it (about that share of all), "once" or "always"
   by another bit of its hash.
 An "always" episode fails every time it runs (it becomes an error episode); a "once" episode fails the first time
@@ -36,26 +36,28 @@ class FaultSettings:
     fault_dir: str = ""
 
 
-def fault_of(settings: FaultSettings, task_id: int, episode: int) -> str | None:
-    """How episode `episode` of task `task_id` fails: "once", "always", or None (it does not)."""
+def fault_of(settings: FaultSettings, task: tuple[str, int], episode: int) -> str | None:
+    """How episode `episode` of task `task` (group, id) fails: "once", "always", or None (it does not)."""
     for entry in settings.faults:
         t, k, mode = str(entry).split(":")
-        if (int(t), int(k)) == (task_id, episode):
+        if (int(t), int(k)) == (task[1], episode):
             return mode
-    digest = zlib.crc32(f"{task_id}/{episode}".encode())
+    digest = zlib.crc32(f"{task[0]}/{task[1]}/{episode}".encode())
     if digest % 100_000 < settings.fault_rate * 100_000:
         return ALWAYS if (digest >> 20) % 2 else ONCE
     return None
 
 
-def planned_faults(settings: FaultSettings, task_ids: list[int], n_episodes: int) -> dict[tuple[int, int], str]:
-    """Every faulty episode of a run over `task_ids` x `n_episodes`, and how it fails."""
+def planned_faults(
+    settings: FaultSettings, tasks: list[tuple[str, int]], n_episodes: int
+) -> dict[tuple[str, int, int], str]:
+    """Every faulty episode (group, task id, index) of a run over `tasks` x `n_episodes`, and how it fails."""
     out = {}
-    for task_id in task_ids:
+    for task in tasks:
         for k in range(n_episodes):
-            mode = fault_of(settings, task_id, k)
+            mode = fault_of(settings, task, k)
             if mode is not None:
-                out[(task_id, k)] = mode
+                out[(*task, k)] = mode
     return out
 
 
@@ -69,7 +71,7 @@ class FaultyTaskEnv:
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         self.episode = int((options or {}).get("episode_index", 0))
-        self.mode, self.steps = fault_of(self.settings, self.task.task_id, self.episode), 0
+        self.mode, self.steps = fault_of(self.settings, self.task.key, self.episode), 0
         if os.environ.get("FAULTY_ENV_OFF") == "1" or os.environ.get("FAULTY_ENV_ALL") == "1":
             self.mode = ALWAYS if os.environ.get("FAULTY_ENV_ALL") == "1" else None
         return self.inner.reset(seed=seed, options=options)
