@@ -134,7 +134,7 @@ class _Segment:
 
     def _fault(self, err: SubEnvFailed) -> None:
         """A simulator failed: its episode runs again in a fresh worker, or is recorded as an error episode (or the
-        run ends: rollout/episode_errors.py); the other episods in flight start again (the call that failed left
+        run ends: rollout/episode_errors.py); the other episodes in flight start again (the call that failed left
         their answers unread)."""
         episode, unit = self.running[err.slot], self._in_flight(err.slot)
         step = episode.steps + 1 if episode is not None and err.call == "step" else 0
@@ -143,8 +143,9 @@ class _Segment:
         units = self._drop_in_flight()
         if not retry:
             units.remove(unit)
-            init_state, started = (episode.init_state, episode.started) if episode is not None else (None, None)
-            record = error_record(unit, err, step, init_state, time.perf_counter() - (started or time.perf_counter()))
+            init_state = episode.init_state if episode is not None else None
+            wall_s = time.perf_counter() - episode.started if episode is not None else 0.0
+            record = error_record(unit, err, step, init_state, wall_s)
             self.bars.started(unit.task)
             try:
                 self.ctx.on_record(record)
