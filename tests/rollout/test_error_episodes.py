@@ -5,6 +5,7 @@ an error episode, counted apart, and the run goes on and exits 3. A rerun runs t
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,7 @@ def test_a_run_with_an_error_episode_counts_it_apart_exits_3_and_its_rerun_runs_
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("lerobot_hydra: 1 error episode(s): the simulator failed")
     assert "Traceback" in (out / "eval.log").read_text(), "the traceback is in the run's log"
+    assert re.search(r"4/4 episodes, \d+% success, 1 error episode\(s\)", proc.stdout + proc.stderr), proc.stdout
     info = read_json(out / "eval_info.json")
     task = info["per_task"][0]
     assert (task["n_episodes"], task["n_errors"], len(task["metrics"]["successes"])) == (3, 1, 3)
