@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lerobot_hydra.app.cli import OURS, one_line_errors
 from lerobot_hydra.config import schema as schemas
-from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.core.errors import EPISODE_ERRORS_EXIT, UserError, episode_errors_line
 from lerobot_hydra.launch import schemas as launcher_schemas  # noqa: F401  registers the hydra/launcher options
 from lerobot_hydra.loggers.bounded import bounded_exit
 from lerobot_hydra.results.aggregate import Results
@@ -67,7 +67,7 @@ def _job_label() -> str:
 @hydra.main(config_path=CONFIG_PATH, config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
     try:
-        run(cfg)
+        results = run(cfg)
     except RunInterrupted as stopped:
         # A SLURM job's status line goes to its log; its exit (no result) lets the sweep name its SLURM state.
         print_status(stopped)
@@ -82,6 +82,9 @@ def _hydra_main(cfg: DictConfig) -> None:
             print(err.traceback, file=sys.stderr)
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+    if results.overall.n_errors and HydraConfig.get().mode != RunMode.MULTIRUN:  # a sweep's: after its merge
+        print(f"lerobot_hydra: {episode_errors_line(results.overall.n_errors)}", file=sys.stderr)
+        sys.exit(EPISODE_ERRORS_EXIT)
 
 
 def main() -> None:

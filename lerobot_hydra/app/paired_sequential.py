@@ -77,17 +77,22 @@ def run_paired(
         if [t.key for t in base.parts.tasks] != [t.key for t in cand.parts.tasks]:
             raise UserError("the baseline and the candidate run different tasks; set env and its tasks in the common")
         decided.names = {t.key: task_label(t.group, t.task_id, t.name) for t in base.parts.tasks}
-        interrupted = _race(base, cand, decided, evals["baseline"].sequential.round)
+        dropped: dict[str, int] = {}
+        interrupted = _race(base, cand, decided, evals["baseline"].sequential.round, dropped)
         summary = decided.summary([t.key for t in base.parts.tasks])
+        summary["error_pairs_dropped"] = {task: n for task, n in dropped.items() if n}
         _conclude_sides([base, cand], decided, summary, interrupted)
     (out / "sequential.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     return summary
 
 
-def _race(base: RunContext, cand: RunContext, decided: TaskStops, round_size: int) -> RunInterrupted | None:
-    """Both sides' rounds, warm from one to the next, each task judged on its pairs after each round; returns the
-    stop signal that ended them early, if one did."""
-    from lerobot_hydra.run.work import capped, outcomes, plan_work
+def _race(
+    base: RunContext, cand: RunContext, decided: TaskStops, round_size: int, dropped: dict[str, int]
+) -> RunInterrupted | None:
+    """Both sides' rounds, warm from one to the next, each task judged on its pairs after each round, pairs with an
+    error episode on either side left out (counted in `dropped`, by task label); returns the stop signal that ended
+    them early, if one did."""
+    from lerobot_hydra.run.work import capped, outcome_pairs, plan_work
 
     keys = [t.key for t in base.parts.tasks]
     s = decided.settings
@@ -97,7 +102,7 @@ def _race(base: RunContext, cand: RunContext, decided: TaskStops, round_size: in
                 work = plan_work(run.parts.tasks, run.plan, run.sink, run.lost_steps())
                 run.run(capped(work, end, decided.stopped_after()))
             for key in keys:
-                pairs = list(zip(outcomes(base.sink, key, end), outcomes(cand.sink, key, end), strict=True))
+                pairs, dropped[decided.names[key]] = outcome_pairs(base.sink, cand.sink, key, end)
                 decided.judge(key, paired(pairs, s["alpha"], s["beta"], s["detect"], s["discordance"]), end)
             if all(key in decided.stops for key in keys):
                 break
@@ -155,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for task, t in summary["per_task"].items():
         print(f"{task}: {t['outcome']} after {t['n_episodes']} pairs ({t['why']})")
+    for task, n in summary["error_pairs_dropped"].items():
+        print(f"{task}: {n} pair(s) with an error episode on either side left out")
     return 0
 
 

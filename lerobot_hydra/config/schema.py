@@ -70,6 +70,9 @@ class EvalConfig:
     step_timeout_s: float = 300.0
     # How often a lost worker (killed, crashed or wedged) is replaced on the same episode before the run ends.
     worker_retries: int = 2
+    # A simulator that raises or returns a non-finite reward or observation: record (the episode runs once more in a
+    # fresh worker, then is recorded as an error episode; the run goes on and exits 3) or stop (the run ends).
+    on_error: str = "record"
     sequential: SequentialConfig = field(default_factory=SequentialConfig)
     # Every step recorded as a LeRobotDataset in <run dir>/recording (docs/recording.md): null: off; all: every raw
     # observation key; or a comma-separated list of them (e.g. agent_pos). Actions, rewards, done and success always.
@@ -192,6 +195,8 @@ def validate(cfg: DictConfig, sweep_rounds: bool = False) -> EvalConfig:
         raise UserError(f"eval.step_timeout_s must be positive, got {ev.step_timeout_s}")
     if ev.worker_retries < 0:
         raise UserError(f"eval.worker_retries must be 0 or more, got {ev.worker_retries}")
+    if ev.on_error not in ("record", "stop"):
+        raise UserError(f"eval.on_error must be record or stop, got '{ev.on_error}'")
     _check_record(ev)
     if ev.num_shards is not None and ev.num_shards < 1:
         raise UserError(f"eval.num_shards must be at least 1, got {ev.num_shards}")

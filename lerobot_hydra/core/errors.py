@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
+# The exit status of a run (or a sweep, once merged) that finished with error episodes: simulators that failed
+# twice on some episode (rollout/episode_errors.py); their records say which, and the same command runs them again.
+EPISODE_ERRORS_EXIT = 3
+
+
+def episode_errors_line(n_errors: int) -> str:
+    """The last line of a run or sweep that finished with error episodes."""
+    return (
+        f"{n_errors} error episode(s): the simulator failed twice on them (the log says where, the records which); "
+        f"the other episodes are evaluated and the same command runs these again (exit code {EPISODE_ERRORS_EXIT})"
+    )
+
 
 class UserError(Exception):
     """A mistake the user can fix. Printed as a single line, without a traceback."""

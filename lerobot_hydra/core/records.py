@@ -30,6 +30,15 @@ class EpisodeRecord:
     wall_s: float
     init_state_id: int | None = None
     video_path: str | None = None
+    # An error episode (its simulator raised, or returned a non-finite reward or observation, on two attempts):
+    # the exception's one line, and the step it happened at (0: the reset). Counted apart from the evaluated
+    # episodes (results/aggregate.py), and run again by a rerun.
+    error: str | None = None
+    error_step: int | None = None
+
+    @property
+    def errored(self) -> bool:
+        return self.error is not None
 
     @property
     def unit(self) -> EpisodeKey:
@@ -67,6 +76,17 @@ def read_jsonl(path: Path) -> list[EpisodeRecord]:
         except (json.JSONDecodeError, TypeError):
             continue
     return records
+
+
+def latest_by_unit(records: Iterable[EpisodeRecord]) -> dict[EpisodeKey, EpisodeRecord]:
+    """One record per episode: an evaluated record wins over an error record of the same episode (a rerun retried
+    it), else the later one wins."""
+    out: dict[EpisodeKey, EpisodeRecord] = {}
+    for record in records:
+        kept = out.get(record.unit)
+        if kept is None or kept.errored or not record.errored:
+            out[record.unit] = record
+    return out
 
 
 def sort_records(records: Iterable[EpisodeRecord], task_order: list[TaskKey]) -> list[EpisodeRecord]:

@@ -19,7 +19,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from lerobot_hydra.core.commands import shell_command
-from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.core.errors import EPISODE_ERRORS_EXIT, UserError, episode_errors_line
 from lerobot_hydra.core.layout import parse_shard_file_name
 
 MERGE_COMMAND = "lerobot-hydra-merge"
@@ -90,6 +90,9 @@ class MergeShards(Callback):
             sys.exit(1)
         for note in result.notes:
             print(f"note: {note}", file=sys.stderr)
+        if result.ok and result.n_errors:
+            print(f"lerobot_hydra: {episode_errors_line(result.n_errors)}", file=sys.stderr)
+            sys.exit(EPISODE_ERRORS_EXIT)
         if result.ok:
             return
         if self._some_shards and result.missing == len(result.problems):

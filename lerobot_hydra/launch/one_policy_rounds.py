@@ -57,7 +57,8 @@ class OnePolicyRounds:
                         f"'{label}' lacks episodes of {self.names.get(key, key)} before {end} after the round; re-run "
                         "the sweep with the same hydra.sweep.dir (recorded episodes are kept)"
                     )
-                decision = one_policy_of(self.settings[label], [by_index[k] for k in range(end)])
+                evaluated = [success for k in range(end) if (success := by_index[k]) is not None]  # no errors
+                decision = one_policy_of(self.settings[label], evaluated)
                 if decided.judge(key, decision, end) is not None:
                     said.append(f"{label}: {decided.said(key)}")
         return said

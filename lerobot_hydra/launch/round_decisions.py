@@ -70,21 +70,28 @@ class Rounds:
             for key in outcomes[base]:
                 if key in decided.stops:
                     continue
-                pairs = [(outcomes[base][key].get(k), outcomes[cand].get(key, {}).get(k)) for k in range(end)]
-                if any(a is None or b is None for a, b in pairs):
+                base_of, cand_of = outcomes[base][key], outcomes[cand].get(key, {})
+                if any(k not in base_of or k not in cand_of for k in range(end)):
                     raise UserError(
                         f"'{self.shown[cand]}' or its baseline '{self.shown[base]}' lacks episodes of "
                         f"{self.names[key]} before {end} after the round; re-run the sweep with the same "
                         "hydra.sweep.dir (recorded episodes are kept)"
                     )
+                both = [(base_of[k], cand_of[k]) for k in range(end)]
+                pairs = [(a, b) for a, b in both if a is not None and b is not None]  # None: an error episode
+                if len(pairs) < len(both):
+                    said.append(
+                        f"{self.shown[cand]}: {self.names[key]}: {len(both) - len(pairs)} pair(s) with an "
+                        "error episode on either side left out"
+                    )
                 s = self.settings
-                decision = paired(pairs, s.alpha, s.beta, s.detect, s.discordance)  # type: ignore[arg-type]
+                decision = paired(pairs, s.alpha, s.beta, s.detect, s.discordance)
                 if decided.judge(key, decision, end) is not None:
                     said.append(f"{self.shown[cand]}: {decided.said(key)}")
         self._stop_baselines(outcomes)
         return said
 
-    def _stop_baselines(self, outcomes: dict[str, dict[TaskKey, dict[int, bool]]]) -> None:
+    def _stop_baselines(self, outcomes: dict[str, dict[TaskKey, dict[int, bool | None]]]) -> None:
         """A baseline's task stops once every candidate paired with it stopped there, after the most pairs."""
         for base in set(self.pairs.values()):
             cands = {self.shown[c]: self.decided[c] for c, b in self.pairs.items() if b == base}
@@ -137,9 +144,10 @@ def all_stopped(tasks: dict[str, list[TaskKey]], stops: dict[str, dict[TaskKey, 
 
 def sweep_outcomes(
     sweep_dir: Path, labels: set[str], names: dict[TaskKey, str]
-) -> dict[str, dict[TaskKey, dict[int, bool]]]:
-    """label -> task -> episode index -> success, from every shard file of the sweep; fills in the task names."""
-    out: dict[str, dict[TaskKey, dict[int, bool]]] = {label: {} for label in labels}
+) -> dict[str, dict[TaskKey, dict[int, bool | None]]]:
+    """label -> task -> episode index -> success (None: an error episode), from every shard file of the sweep;
+    fills in the task names."""
+    out: dict[str, dict[TaskKey, dict[int, bool | None]]] = {label: {} for label in labels}
     for path in find_shard_files(sweep_dir):
         shard = load_shard(path)
         if shard.label not in out:
@@ -147,6 +155,8 @@ def sweep_outcomes(
         for key in shard.task_keys:
             out[shard.label].setdefault(tuple(key), {})  # type: ignore[arg-type]
         for r in shard.records:
-            out[shard.label].setdefault((r.task_group, r.task_id), {})[r.episode_index] = r.success
+            out[shard.label].setdefault((r.task_group, r.task_id), {})[r.episode_index] = (
+                None if r.errored else r.success
+            )
             names[(r.task_group, r.task_id)] = task_label(r.task_group, r.task_id, r.task_name)
     return out

@@ -10,7 +10,7 @@ from typing import Any
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.results.aggregate import Results, Summary
 
-SUMMARY_KEYS = ("pc_success", "avg_sum_reward", "avg_max_reward", "n_episodes")
+SUMMARY_KEYS = ("pc_success", "avg_sum_reward", "avg_max_reward", "n_episodes", "n_errors")
 TASK_COLUMNS = [
     "task_group",
     "task_id",
@@ -23,6 +23,7 @@ TASK_COLUMNS = [
     "ci95_high",
     "avg_sum_reward",
     "avg_max_reward",
+    "n_errors",
 ]
 EPISODE_COLUMNS = [
     "task_group",
@@ -36,12 +37,14 @@ EPISODE_COLUMNS = [
     "max_reward",
     "steps",
     "video_path",
+    "error",
+    "error_step",
 ]
 
 
 def summary_metrics(results: Results) -> dict[str, float | None]:
     """`overall/<key>` (with eval_s, eval_ep_s) and `per_group/<group>/<key>`: rates, average rewards, episode
-    counts and interval bounds."""
+    counts (evaluated and error episodes) and interval bounds."""
     scopes: list[tuple[str, Summary]] = [("overall", results.overall)]
     scopes += [(f"per_group/{g.group}", g) for g in results.groups]
     out: dict[str, float | None] = {}
@@ -67,6 +70,7 @@ def task_rows(results: Results) -> list[list[Any]]:
             *t.ci95_pc_success,
             t.avg_sum_reward,
             t.avg_max_reward,
+            t.n_errors,
         ]
         for t in results.tasks
     ]

@@ -30,7 +30,8 @@ from lerobot_hydra.results.eval_info import lerobot_eval_records, read_eval_info
 from lerobot_hydra.results.export import FORMATS, console, render, render_all
 from lerobot_hydra.results.export_tables import comparison_table, many_table, pairs_table, results_table
 from lerobot_hydra.results.many import many_policies
-from lerobot_hydra.results.pairing import ResultSet, compare, format_comparison
+from lerobot_hydra.results.pairing import ResultSet, compare
+from lerobot_hydra.results.pairing_text import format_comparison
 from lerobot_hydra.results.verdicts import DEFAULT, REGRESSED, Criteria
 
 

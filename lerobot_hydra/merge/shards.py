@@ -63,6 +63,11 @@ class MergeResult:
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def n_errors(self) -> int:
+        """Error episodes in the merged combinations."""
+        return sum(results.overall.n_errors for _, results in self.merged)
+
 
 def merged_results(combo: Combination, out_dir: Path) -> Results:
     """The results of the whole combination, aggregated from every episode record of its shards, with video paths
@@ -104,6 +109,8 @@ def merge_sweep(
         # A shard file that cannot be read belongs to an unknown combination: merge nothing.
         return result
     combos = group_combinations(shards)
+    for combo in combos:
+        drop_superseded_errors(combo)
     label_problems, conflicted = conflicting_labels(combos)
     result.problems.extend(label_problems)
     several = len(combos) > 1
@@ -130,6 +137,14 @@ def merge_sweep(
     if write:
         _publish(result, several, baseline)
     return result
+
+
+def drop_superseded_errors(combo: Combination) -> None:
+    """Leaves out each error episode that another shard of `combo` evaluated (with dynamic claims, a shard that
+    takes over a released block runs its error episodes again): that one record of the episode is merged."""
+    evaluated = {r.unit for s in combo.shards for r in s.records if not r.errored}
+    for shard in combo.shards:
+        shard.records = [r for r in shard.records if not (r.errored and r.unit in evaluated)]
 
 
 def output_dir(sweep_dir: Path, combo: Combination, several: bool) -> Path:

@@ -23,10 +23,10 @@ from lerobot_hydra.core.labels import distinguishing_labels, split_label
 from lerobot_hydra.core.layout import HYDRA_DIR, HYDRA_HYDRA_FILE, SUMMARY_FILE
 from lerobot_hydra.core.records import EpisodeRecord, sort_records
 from lerobot_hydra.merge.baseline import SEED_KEY, holds
-from lerobot_hydra.merge.summary_export import many_lines, many_section, write_exports
+from lerobot_hydra.merge.summary_export import many_section, write_exports
+from lerobot_hydra.merge.summary_text import format_sweep_summary
 from lerobot_hydra.results.aggregate import Results, Summary, aggregate
-from lerobot_hydra.results.pairing import ResultSet, align, compare, format_comparison
-from lerobot_hydra.results.table import rate_text
+from lerobot_hydra.results.pairing import ResultSet, compare
 from lerobot_hydra.rundir.shard_file import Shard
 
 
@@ -203,9 +203,11 @@ def multi_seed(arm: Arm) -> dict[str, Any]:
 
 
 def _rate(summary: Summary) -> dict[str, Any]:
-    """A summary's episodes, success rate and interval, as sweep_summary.json's rows hold them."""
+    """A summary's episodes, success rate and interval, and its error episodes, as sweep_summary.json's rows hold
+    them."""
     return {
         "n_episodes": summary.n_episodes,
+        "n_errors": summary.n_errors,
         "pc_success": summary.pc_success,
         "ci95_pc_success": list(summary.ci95_pc_success),
     }
@@ -232,48 +234,6 @@ def _job_order(run_dirs: Sequence[Path]) -> tuple[int, int]:
         except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
             continue
     return (0, min(nums)) if nums else (1, 0)
-
-
-def format_sweep_summary(summary: dict[str, Any], title: str) -> str:
-    """The combinations table, then each multi-seed pool and each comparison with the baseline."""
-    table = [("combination", "shards", "episodes", "success", "95% CI")]
-    for row in summary["combinations"]:
-        table.append(
-            (
-                row["combination"] or "(default)",
-                str(row["num_shards"]),
-                str(row["n_episodes"]),
-                *rate_text(row["pc_success"], row["ci95_pc_success"]),
-            )
-        )
-    lines = [title, *align(table)]
-    for pool in summary["multi_seed"]:
-        pooled = pool["pooled"]
-        low, high = pooled["ci95_pc_success"]
-        lines += [
-            "",
-            f"{pool['arm'] or 'The sweep'} over {len(pool['seeds'])} seeds: pooled {pooled['pc_success']:.1f}% "
-            f"[{low:.1f}, {high:.1f}] over {pooled['n_episodes']} episodes; spread across seeds (std) "
-            f"{pool['std_pc_success']:.1f} points",
-        ]
-        seeds = [("seed", "episodes", "success", "95% CI")]
-        seeds += [
-            (str(s["seed"]), str(s["n_episodes"]), *rate_text(s["pc_success"], s["ci95_pc_success"]))
-            for s in pool["per_seed"]
-        ]
-        lines += ["  " + line for line in align(seeds)]
-    lines += many_lines(summary)
-    for comparison in summary["comparisons"]:
-        lines += ["", format_comparison(comparison)]
-    if summary.get("sequential"):
-        lines += [
-            "",
-            "Sequential stopping (at most {} episodes per task):".format(summary["sequential"][0]["n_episodes_max"]),
-        ]
-        for combo in summary["sequential"]:
-            for task, t in combo["per_task"].items():
-                lines.append(f"  {combo['combination']}: {task}: {t['outcome']} after {t['n_episodes']} episodes")
-    return "\n".join(lines)
 
 
 def publish_summary(

@@ -138,7 +138,8 @@ def comparison_forest(comparisons: Sequence[dict[str, Any]], baseline: str, path
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from lerobot_hydra.results.pairing import format_p, row_label
+    from lerobot_hydra.results.pairing import row_label
+    from lerobot_hydra.results.pairing_text import format_p
 
     rows: list[tuple[float, str, dict[str, Any], bool, bool]] = []  # (y, label, row, paired, is overall)
     y = 0.0

@@ -69,7 +69,7 @@ def run_report(results: Results, out_dir: Path, title: str, images: Mapping[str,
     parts = [
         f"<h1>{_e(title)}</h1>",
         f'<p class="sub">{_e(str(out_dir))}: {_rate(overall)} over {overall.n_episodes} episodes, '
-        f"{results.eval_s:.0f} s</p>",
+        f"{results.eval_s:.0f} s{_errors(overall.n_errors)}</p>",
         *_images(images, ("success_by_task", "steps_cdf")),
         "<h2>Results</h2>",
         _results_table(results),
@@ -96,22 +96,28 @@ def _sequential(sequential: Mapping[str, Any]) -> list[str]:
 
 def sweep_report(summary: dict[str, Any], sweep_dir: Path, images: Mapping[str, Path]) -> Path:
     """Write `sweep_dir/report.html` for the content of sweep_summary.json."""
-    from lerobot_hydra.results.pairing import comparison_header, comparison_rows, describe
+    from lerobot_hydra.results.pairing_text import comparison_header, comparison_rows, describe
 
     rows = []
+    errors = any(row.get("n_errors") for row in summary["combinations"])  # a column only when some errored
     for row in summary["combinations"]:
         page = (sweep_dir / row["eval_info"]).parent / REPORT_FILE
         name = _e(row["combination"] or "(default)")
         if page.is_file():
             name = f'<a href="{_e(_href(page, sweep_dir))}">{name}</a>'
-        rows.append([name, row["num_shards"], row["n_episodes"], pc_text(row["pc_success"]), _ci(row)])
+        cells = [name, row["num_shards"], row["n_episodes"], pc_text(row["pc_success"]), _ci(row)]
+        rows.append(cells + ([row.get("n_errors", 0)] if errors else []))
     parts = [
         f"<h1>Sweep {_e(sweep_dir.name)}</h1>",
         f'<p class="sub">{_e(str(sweep_dir))}: {len(rows)} combinations</p>',
         *_images(images, ("comparison_forest", "sweep_heatmap", "steps_cdf")),
         *_many(summary),
         "<h2>Combinations</h2>",
-        _table(("combination", "shards", "episodes", "success", "95% CI"), rows, escaped=True),
+        _table(
+            ("combination", "shards", "episodes", "success", "95% CI", *(("error episodes",) if errors else ())),
+            rows,
+            escaped=True,
+        ),
     ]
     for pool in summary.get("multi_seed", []):
         pooled = pool["pooled"]
@@ -171,11 +177,13 @@ def _sweep_stops(stopped: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _results_table(results: Results) -> str:
+    errors = results.overall.n_errors > 0  # a column only when some episode errored
     header = ("task", "episodes", "successes", "success", "95% CI", "avg sum reward", "avg max reward")
+    header += ("error episodes",) if errors else ()
     rows: list[tuple[str, list[Any]]] = []
     for row in table_rows(results):
         s = row.summary
-        rewards = [_num(s.avg_sum_reward), _num(s.avg_max_reward)]
+        rewards = [_num(s.avg_sum_reward), _num(s.avg_max_reward), *([s.n_errors] if errors else [])]
         cells = [row.label, s.n_episodes, s.successes, pc_text(s.pc_success), ci_text(s.ci95_pc_success), *rewards]
         rows.append(("" if row.kind == "task" else row.kind, cells))
     body = "".join(
@@ -267,6 +275,10 @@ def _e(text: str) -> str:
 
 def _rate(summary: Summary) -> str:
     return f"{pc_text(summary.pc_success)} {ci_text(summary.ci95_pc_success)}"
+
+
+def _errors(n_errors: int) -> str:
+    return f"; {n_errors} error episodes (the simulator failed twice), left out of the rates" if n_errors else ""
 
 
 def _ci(row: Mapping[str, Any]) -> str:

@@ -2,7 +2,9 @@
 episode records -> typed results, per task, per group and overall.
 
 Every sink (the eval_info.json writer, the table, plots, the report page, loggers, the sweep summary) reads these
-dataclasses; none of them recomputes a rate or an average.
+dataclasses; none of them recomputes a rate or an average. Error episodes (core/records.py `error`: the simulator
+failed twice) are counted as `n_errors` and left out of everything else: `n_episodes` counts the evaluated episodes,
+the rates, intervals and averages are theirs, and a task summary's `records` are its evaluated episodes.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ from lerobot_hydra.results.stats import wilson_interval
 class Summary:
     """What is summarized of a set of episodes; a rate or an average over no episode is None."""
 
-    n_episodes: int
+    n_episodes: int  # evaluated episodes, error episodes left out
     successes: int
     pc_success: float | None
     ci95_pc_success: tuple[float, float]  # the Wilson interval of the success rate, in percent
     avg_sum_reward: float | None
     avg_max_reward: float | None
     video_paths: tuple[str, ...]  # relative to the results' dir, in episode order
+    n_errors: int  # error episodes: not evaluated, counted apart
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,7 @@ class TaskSummary(Summary):
     task_id: int
     task_name: str
     task: str  # its language description
-    records: tuple[EpisodeRecord, ...]
+    records: tuple[EpisodeRecord, ...]  # its evaluated episodes (error episodes left out)
 
     @property
     def key(self) -> TaskKey:
@@ -56,7 +59,7 @@ class Results:
     tasks: tuple[TaskSummary, ...]
     groups: tuple[GroupSummary, ...]
     overall: Summary
-    episodes: tuple[EpisodeRecord, ...]
+    episodes: tuple[EpisodeRecord, ...]  # every record, error episodes included
     eval_s: float
     # What made the results (rollout.provenance); None where it is not known.
     provenance: Mapping[str, Any] | None = None
@@ -77,7 +80,9 @@ class Results:
 
 
 def summarize(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
-    """The `Summary` fields of `records`."""
+    """The `Summary` fields of `records`: their error episodes counted, the others summarized."""
+    n_errors = sum(r.errored for r in records)
+    records = [r for r in records if not r.errored]
     n = len(records)
     wins = sum(r.success for r in records)
     low, high = wilson_interval(wins, n)
@@ -89,6 +94,7 @@ def summarize(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
         "avg_sum_reward": sum(r.sum_reward for r in records) / n if n else None,
         "avg_max_reward": sum(r.max_reward for r in records) / n if n else None,
         "video_paths": tuple(r.video_path for r in records if r.video_path),
+        "n_errors": n_errors,
     }
 
 
@@ -109,7 +115,7 @@ def aggregate(
             task_id=task_id,
             task_name=rs[0].task_name,
             task=rs[0].task,
-            records=tuple(rs),
+            records=tuple(r for r in rs if not r.errored),
         )
         for (group, task_id), rs in by_task.items()
     )

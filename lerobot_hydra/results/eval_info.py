@@ -2,9 +2,10 @@
 
 The layout is LeRobot's (`per_task[{task_group, task_id, task_name, task, n_episodes, n_success, pc_success,
 pc_success_ci95, metrics}]`, `per_group`, `overall`, the counts and 95% Wilson intervals in percent at every level as
-LeRobot's eval writes them since its Wilson intervals landed) plus every episode record, the provenance and, for a
-single run, `complete`. Nothing else builds or indexes it: the reader rebuilds the typed results from the episode
-records through the one aggregation.
+LeRobot's eval writes them since its Wilson intervals landed) plus `n_errors` at every level (error episodes, left
+out of the counts, rates and per-episode metrics), every episode record (error episodes included), the provenance
+and, for a single run, `complete`. Nothing else builds or indexes it: the reader rebuilds the typed results from the
+episode records through the one aggregation.
 
 `lerobot-eval`'s own eval_info.json has no episode records: `lerobot_eval_records` reads its per-task lists
 (successes, rewards, seeds) as records, so a comparison can take it as one side.
@@ -21,9 +22,11 @@ from lerobot_hydra.results.aggregate import Results, Summary, aggregate
 
 
 def _counts(s: Summary) -> dict[str, Any]:
-    """LeRobot's keys: the episodes, the successes, the rate and its 95% Wilson interval (percent)."""
+    """LeRobot's keys: the episodes, the successes, the rate and its 95% Wilson interval (percent); and ours, the
+    error episodes (left out of the others)."""
     return {
         "n_episodes": s.n_episodes,
+        "n_errors": s.n_errors,
         "n_success": s.successes,
         "pc_success": s.pc_success,
         "pc_success_ci95": list(s.ci95_pc_success),

@@ -34,7 +34,7 @@ class Table:
 
 def cell(value: Any, kind: str) -> str:
     """A value as the Markdown and LaTeX tables show it; '-' where there is none."""
-    from lerobot_hydra.results.pairing import format_p
+    from lerobot_hydra.results.pairing_text import format_p
 
     if value is None or value == "":
         return "-" if kind != "text" else ""
@@ -59,7 +59,7 @@ def render(table: Table, fmt: str) -> str:
 
 def console(table: Table) -> str:
     """Columns aligned as the console tables are, the notes below."""
-    from lerobot_hydra.results.pairing import align
+    from lerobot_hydra.results.pairing_text import align
 
     rows = [tuple(cell(v, k) for v, (_, k) in zip(row, table.columns, strict=True)) for row in table.rows]
     lines = align([tuple(name for name, _ in table.columns), *rows], rule_before_last=table.totals == 1)

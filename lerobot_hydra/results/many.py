@@ -41,8 +41,8 @@ def many_problem(sets: Sequence[ResultSet]) -> str | None:
             "compare two with lerobot-hydra-compare A B"
         )
     for s in sets:
-        if not s.records:
-            return f"{s.name} holds no episodes; run it or leave it out of the many-policy table"
+        if all(r.errored for r in s.records):
+            return f"{s.name} holds no evaluated episodes; run it or leave it out of the many-policy table"
     for s in sets[1:]:
         reason = pairing_problem(sets[0], s)
         if reason is not None:
@@ -80,7 +80,8 @@ def many_policies(sets: Sequence[ResultSet], alpha: float = 0.05, mid_p: bool = 
 
 
 def _policy(s: ResultSet) -> dict[str, Any]:
-    wins, n = sum(r.success for r in s.records), len(s.records)
+    evaluated = [r for r in s.records if not r.errored]  # error episodes are no outcome (core/records.py)
+    wins, n = sum(r.success for r in evaluated), len(evaluated)
     low, high = wilson_interval(wins, n)
     return {
         "name": s.name,
@@ -88,13 +89,16 @@ def _policy(s: ResultSet) -> dict[str, Any]:
         "successes": wins,
         "pc_success": 100.0 * wins / n,
         "ci95_pc_success": [100.0 * low, 100.0 * high],
-        **steps_summary(s.records),
+        "n_errors": len(s.records) - n,
+        **steps_summary(evaluated),
     }
 
 
 def _pair(a: ResultSet, b: ResultSet, mid_p: bool) -> dict[str, Any]:
-    by_key = {pair_key(r): r.success for r in b.records}
-    counts = PairCounts.of([(r.success, by_key[pair_key(r)]) for r in a.records])
+    by_key = {pair_key(r): r for r in b.records}
+    pairs = [(r, by_key[pair_key(r)]) for r in a.records]
+    kept = [(x, y) for x, y in pairs if not (x.errored or y.errored)]  # a pair with an error episode is dropped
+    counts = PairCounts.of([(x.success, y.success) for x, y in kept])
     test = mcnemar_mid_p if mid_p else mcnemar_exact_p
     return {
         "a": a.name,
@@ -103,4 +107,5 @@ def _pair(a: ResultSet, b: ResultSet, mid_p: bool) -> dict[str, Any]:
         "a_only": counts.baseline_only,
         "b_only": counts.candidate_only,
         "p_value": test(counts.baseline_only, counts.candidate_only),
+        "error_pairs_dropped": len(pairs) - len(kept),
     }

@@ -9,6 +9,7 @@ it is unpaired (Fisher's exact test, Newcombe's independent interval), and says 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -113,9 +114,6 @@ def compare(
     """The comparison of `candidate` against `baseline`, paired when their episodes pair up, with a verdict per
     task, group and overall (results.verdicts, at `criteria`). With `require_paired`, result sets that do not pair
     are refused (UserError naming the difference). `mid_p`: paired rows use the mid-p McNemar test."""
-    for side in (baseline, candidate):
-        if not side.records:
-            raise UserError(f"{side.name} holds no episodes to compare")
     reason = pairing_problem(baseline, candidate)
     if reason is not None and require_paired:
         raise UserError(
@@ -123,6 +121,10 @@ def compare(
             "run both with the same tasks, eval.n_episodes and seed, or compare them unpaired (without --paired)"
         )
     paired = reason is None
+    baseline, candidate, left_out = without_errors(baseline, candidate, paired)
+    for side in (baseline, candidate):
+        if not side.records:
+            raise UserError(f"{side.name} holds no episodes to compare")
     rows = []
     for task in baseline.tasks:
         if task in set(candidate.tasks):
@@ -152,6 +154,7 @@ def compare(
         "overall": overall,
         "verdict": overall["verdict"],
         "criteria": {"alpha": criteria.alpha, "margin_pc": criteria.margin_pc},
+        **left_out,
     }
 
 
@@ -161,6 +164,23 @@ def _steps(baseline: ResultSet, candidate: ResultSet) -> dict[str, Any]:
     pairs = [(r, by_key[pair_key(r)]) for r in baseline.records]
     sides = {"baseline": steps_summary(baseline.records), "candidate": steps_summary(candidate.records)}
     return {**sides, **paired_steps(pairs)}
+
+
+def without_errors(a: ResultSet, b: ResultSet, paired: bool) -> tuple[ResultSet, ResultSet, dict[str, Any]]:
+    """Both sides without their error episodes (core/records.py `error`), and what was left out: paired, every
+    pair with an error episode on either side (`error_pairs_dropped`); else each side's error episodes
+    (`error_episodes_left_out`: baseline, candidate)."""
+    errored = {pair_key(r) for r in [*a.records, *b.records] if r.errored}
+    if not errored:
+        return a, b, {}
+
+    def kept(r: EpisodeRecord) -> bool:
+        return pair_key(r) not in errored if paired else not r.errored
+
+    sides = [dataclasses.replace(s, records=[r for r in s.records if kept(r)]) for s in (a, b)]
+    if paired:
+        return sides[0], sides[1], {"error_pairs_dropped": len(errored)}
+    return sides[0], sides[1], {"error_episodes_left_out": [sum(r.errored for r in s.records) for s in (a, b)]}
 
 
 def _judge(rows: list[dict[str, Any]], criteria: Criteria) -> None:
@@ -192,100 +212,6 @@ def _percentages(diff: Difference) -> dict[str, Any]:
         "ci95_diff_pc": [100.0 * diff.low, 100.0 * diff.high],
         "p_value": diff.p_value,
     }
-
-
-def describe(comparison: dict[str, Any]) -> str:
-    """'paired (...)' or 'unpaired: <why>', for headings."""
-    if comparison["paired"]:
-        n = comparison["overall"]["n_baseline"]
-        seeds_only = comparison.get("paired_on") == PAIRED_ON_SEEDS
-        what = "tasks and seeds" if seeds_only else "tasks, seeds and initial states"
-        return f"paired ({n} episode pairs with the same {what}; {comparison['test']} test)"
-    return f"unpaired: {comparison['unpaired_reason']} ({comparison['test']} test)"
-
-
-def comparison_rows(comparison: dict[str, Any]) -> list[tuple[str, ...]]:
-    """Table rows (task, episodes, baseline, candidate, difference, 95% CI, p, detectable, verdict): the tasks,
-    then the groups (where a group holds more than one task), the overall row last."""
-    out = []
-    groups = [
-        {**row, "group": g}
-        for g, row in comparison.get("per_group", {}).items()
-        if sum(t["task_group"] == g for t in comparison["per_task"]) > 1
-    ]
-    for row in [*comparison["per_task"], *groups, comparison["overall"]]:
-        name = f"group {row['group']}" if "group" in row else row_label(row)
-        n = str(row["n_baseline"]) if comparison["paired"] else f"{row['n_baseline']}/{row['n_candidate']}"
-        low, high = row["ci95_diff_pc"]
-        out.append(
-            (
-                name,
-                n,
-                f"{row['pc_baseline']:.1f}%",
-                f"{row['pc_candidate']:.1f}%",
-                f"{row['diff_pc']:+.1f}",
-                f"[{low:+.1f}, {high:+.1f}]",
-                format_p(row["p_value"]),
-                "-" if row.get("mde_pc") is None else f"{row['mde_pc']:.0f}",
-                row.get("verdict", ""),
-            )
-        )
-    return out
-
-
-def comparison_header(comparison: dict[str, Any]) -> tuple[str, ...]:
-    episodes = "pairs" if comparison["paired"] else "episodes"
-    p = "Fisher p"
-    if comparison["paired"]:
-        p = "McNemar mid-p" if comparison["test"] == MCNEMAR_MID_P else "McNemar p"
-    return ("task", episodes, "baseline", "candidate", "difference", "95% CI", p, "detectable", "verdict")
-
-
-def format_comparison(comparison: dict[str, Any], title: str = "") -> str:
-    """A heading and one line per task and overall: rates, difference in points with its interval, p-value."""
-    lines = [title or f"{comparison['candidate']} vs baseline {comparison['baseline']}", f"  {describe(comparison)}"]
-    lines += align([comparison_header(comparison), *comparison_rows(comparison)], rule_before_last=True)
-    if comparison.get("steps"):
-        lines.append(f"  {steps_line(comparison['steps'])}")
-    if "criteria" in comparison:
-        c = comparison["criteria"]
-        lines.append(
-            f"  verdict: {comparison['verdict']} (alpha {c['alpha']:g}, Holm-adjusted across tasks and across groups;"
-            f" 'detectable': the smallest difference in points these episodes detect with 80% power; 'held' needs it"
-            f" <= {c['margin_pc']:g})"
-        )
-    return "\n".join(lines)
-
-
-def steps_line(steps: dict[str, Any]) -> str:
-    """The steps-to-success comparison in one line."""
-    medians = ", ".join(f"{side} {_median(steps[side]['median_steps'])}" for side in ("baseline", "candidate"))
-    if steps["p_value"] is None:
-        test = "no pair differs" if steps["n_both"] else "no episode solved by both"
-    else:
-        test = f"median difference {steps['median_diff_steps']:+g}, {steps['test']} p {format_p(steps['p_value'])}"
-    return f"steps to success: median {medians}; on the {steps['n_both']} episodes both solve: {test}"
-
-
-def _median(value: float | None) -> str:
-    return "-" if value is None else f"{value:g}"
-
-
-def align(table: list[tuple[str, ...]], rule_before_last: bool = False) -> list[str]:
-    """Columns padded to their widest cell: the first left-aligned, the others right-aligned; a rule under the
-    header (and above the last row)."""
-    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    lines = [
-        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-        for r in table
-    ]
-    rule = "-" * (sum(widths) + 2 * (len(widths) - 1))
-    body = [*lines[1:-1], rule, lines[-1]] if rule_before_last and len(lines) > 2 else lines[1:]
-    return [lines[0], rule, *body]
-
-
-def format_p(p: float) -> str:
-    return "<0.0001" if p < 1e-4 else f"{p:.4f}".rstrip("0").rstrip(".") if p < 1 else "1"
 
 
 def _some(items: Iterable[str], limit: int = 3) -> str:

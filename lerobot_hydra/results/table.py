@@ -54,24 +54,37 @@ def label_of(task: TaskSummary) -> str:
 
 
 def format_table(results: Results, title: str = "") -> str:
-    """Task, episodes, success and its interval; one block per group and an overall line."""
+    """Task, episodes, success and its interval (and, when some episode errored, the error episodes); one block per
+    group and an overall line."""
+    errors = results.overall.n_errors > 0
     rows = [
         (
             f"  {r.label}" if r.kind == "task" else r.label,
             str(r.summary.n_episodes),
             *rate_text(r.summary.pc_success, r.summary.ci95_pc_success),
+            *((str(r.summary.n_errors),) if errors else ()),
         )
         for r in table_rows(results)
     ]
-    header = ("task", "episodes", "success", "95% CI")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+    header = ("task", "episodes", "success", "95% CI", *(("errors",) if errors else ()))
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = [title] if title else []
-    fmt = f"{{:<{widths[0]}}}  {{:>{widths[1]}}}  {{:>{widths[2]}}}  {{:>{widths[3]}}}"
+    fmt = f"{{:<{widths[0]}}}" + "".join(f"  {{:>{w}}}" for w in widths[1:])
     lines.append(fmt.format(*header))
-    rule = "-" * (sum(widths) + 6)
+    rule = "-" * (sum(widths) + 2 * (len(widths) - 1))
     lines.append(rule)
     for row in rows:
         if row[0] == "overall":
             lines.append(rule)
         lines.append(fmt.format(*row))
+    if errors:
+        lines.append(error_note(results.overall.n_errors))
     return "\n".join(lines)
+
+
+def error_note(n_errors: int) -> str:
+    """The line under a table whose run had error episodes."""
+    return (
+        f"{n_errors} error episode(s): the simulator failed twice (see the log); left out of the episodes and rates, "
+        "and run again by the same command"
+    )

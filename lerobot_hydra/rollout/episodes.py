@@ -4,17 +4,14 @@ record it becomes, and the frames its film gets."""
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.records import EpisodeRecord
-from lerobot_hydra.envs.base import EnvConfig, TaskSpec
-from lerobot_hydra.envs.build_errors import env_label
+from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.rollout.filming import FilmedEpisode
 from lerobot_hydra.rollout.recording import Step, observation_row, step_recorder
 from lerobot_hydra.vector.task_envs import EnvPool
@@ -29,6 +26,19 @@ class Unit:
     task: TaskSpec
     index: int
     seed: int
+
+    def record(self, **outcome: Any) -> EpisodeRecord:
+        """This episode's record with `outcome` (success, rewards, steps, ...: the fields past its identity)."""
+        task = self.task
+        return EpisodeRecord(
+            task_group=task.group,
+            task_id=task.task_id,
+            task_name=task.name,
+            task=task.description,
+            episode_index=self.index,
+            seed=self.seed,
+            **outcome,
+        )
 
 
 @dataclass
@@ -49,8 +59,8 @@ class Episode:
     def task(self) -> TaskSpec:
         return self.unit.task
 
-    def add_step(self, reward: float, success: bool, config: EnvConfig) -> None:
-        reward = self._finite(reward, config)
+    def add_step(self, reward: float, success: bool) -> None:
+        """A step's reward (finite: the runner checked it) and success."""
         self.sum_reward += reward
         self.max_reward = max(self.max_reward, reward)
         self.steps += 1
@@ -70,27 +80,8 @@ class Episode:
             recorder.hold(record.unit, self.trace)
             self.trace = None
 
-    def _finite(self, value: float, config: EnvConfig) -> float:
-        """`value`, or a UserError for a NaN or infinite reward: the env is broken and its results would mean
-        nothing (the episodes already recorded stay on disk)."""
-        if math.isfinite(value):
-            return value
-        task = self.task
-        raise UserError(
-            f"the env {env_label(config)} returned a reward of {value} at step {self.steps + 1} of episode "
-            f"{self.unit.index} of task {task.group}/{task.task_id} {task.name}: a broken env, whose results would "
-            "be meaningless; fix the env"
-        )
-
     def record(self) -> EpisodeRecord:
-        task = self.task
-        return EpisodeRecord(
-            task_group=task.group,
-            task_id=task.task_id,
-            task_name=task.name,
-            task=task.description,
-            episode_index=self.unit.index,
-            seed=self.unit.seed,
+        return self.unit.record(
             success=self.success,
             sum_reward=self.sum_reward,
             max_reward=self.max_reward,

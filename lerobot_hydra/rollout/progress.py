@@ -18,6 +18,7 @@ class TaskProgress:
     def __init__(self, task: TaskSpec, total: int, done: int, successes: int, tty: bool, position: int) -> None:
         self.task, self.total, self.done, self.successes = task, total, done, successes
         self.position = position
+        self.errors = 0  # error episodes: counted as done, left out of the success rate
         self._started = time.monotonic()
         self._bar = None
         if tty:
@@ -38,25 +39,31 @@ class TaskProgress:
     def update(self, record: EpisodeRecord) -> None:
         self.done += 1
         self.successes += int(record.success)
+        self.errors += record.errored
         if self._bar is not None:
             self._bar.update(1)
             self._refresh_bar()
 
     def _success(self) -> str:
-        return f"{100.0 * self.successes / self.done:.0f}%" if self.done else "-"
+        evaluated = self.done - self.errors
+        return f"{100.0 * self.successes / evaluated:.0f}%" if evaluated else "-"
+
+    def _errors(self) -> str:
+        return f", {self.errors} error episode(s)" if self.errors else ""
 
     def _refresh_bar(self) -> None:
         if self._bar is not None:
-            self._bar.set_postfix_str(f"success {self._success()}", refresh=True)
+            self._bar.set_postfix_str(f"success {self._success()}{self._errors()}", refresh=True)
 
     def line(self) -> None:
         log.info(
-            "%s %s: %d/%d episodes, %s success, %.0f s",
+            "%s %s: %d/%d episodes, %s success%s, %.0f s",
             self.task.label,
             self.task.name,
             self.done,
             self.total,
             self._success(),
+            self._errors(),
             time.monotonic() - self._started,
         )
 

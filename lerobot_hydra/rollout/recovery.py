@@ -5,9 +5,9 @@ and every episode in flight in the segment starts again from its reset: an episo
 episode index) only, so the records equal an undisturbed run's. Episodes already recorded are untouched. A worker
 lost `eval.worker_retries` + 1 times on the same episode ends the run in one line (a `UserError`).
 
-A simulator that raises in reset or step ends the run in one line naming the env, task, episode and step
-(`SimulatorFailed`; HYDRA_FULL_ERROR=1 prints the traceback too). It is not retried: simulators are deterministic
-given the episode's seed, so a retry fails the same way. It is never recorded as a failed episode.
+With `eval.on_error=stop`, a simulator that raises in reset or step ends the run in one line naming the env, task,
+episode and step (`SimulatorFailed`; HYDRA_FULL_ERROR=1 prints the traceback too), and is never recorded as a
+failed episode; by default it is retried, then recorded as an error episode (rollout/episode_errors.py).
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ class Recovery:
         what = episode_label(unit, None) if unit is not None else f"sub-env {err.slot}"
         return SimulatorFailed(
             f"the {env_label(self.config)} simulator raised {where} of {what}: {err.message}; a simulator fault, "
-            "not a policy failure, so nothing was recorded for this episode and the run stopped (simulators are "
-            "deterministic: a retry fails the same way); the episodes recorded so far are kept; "
-            "HYDRA_FULL_ERROR=1 shows the traceback",
+            "not a policy failure, so nothing was recorded for this episode and the run stopped (eval.on_error=stop; "
+            "eval.on_error=record retries it once, then records it as an error episode and goes on); the episodes "
+            "recorded so far are kept; HYDRA_FULL_ERROR=1 shows the traceback",
             err.traceback,
         )

@@ -11,12 +11,14 @@ ended. A row with nothing to run is marked idle (`reset_slots` with no seed), so
 A sub-env that will run the next task only after the batch ends builds its simulator meanwhile. A filmed episode
 (see rollout/filming.py) gets the frame after reset and one after each of its steps, rendered only by the sub-envs
 whose episode is filmed; worker sub-envs draw it right after answering the step, while this process runs the policy
-for the next one. A lost worker is replaced and the episodes in flight start again; a simulator that raises ends the
-run in one line (rollout/recovery.py).
+for the next one. A lost worker is replaced and the episodes in flight start again (rollout/recovery.py); so do
+they when a simulator raises or returns a non-finite reward or observation, its episode then running once more in a
+fresh worker before it is recorded as an error episode, or the run ending (rollout/episode_errors.py).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -31,25 +33,22 @@ from lerobot_hydra.envs.protocol import INIT_STATE_KEY
 from lerobot_hydra.policies.base import Policy, RowResettablePolicy, resets_rows
 from lerobot_hydra.processors.observation import RAW_KEY
 from lerobot_hydra.processors.pipeline import Pipeline
+from lerobot_hydra.rollout.episode_errors import EpisodeErrors, check_finite, error_record
 from lerobot_hydra.rollout.episodes import Episode, Unit, capture_frames
 from lerobot_hydra.rollout.filming import Filming
+from lerobot_hydra.rollout.health import TaskBroken
 from lerobot_hydra.rollout.plan import episode_seed
-from lerobot_hydra.rollout.progress import Progress, TaskProgress
+from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.recording import step_recorder
-from lerobot_hydra.rollout.recovery import Recovery, SimulatorFailed
+from lerobot_hydra.rollout.recovery import Recovery
 from lerobot_hydra.rollout.schedule import Schedule
+from lerobot_hydra.rollout.task_bars import TaskBars, TaskWork
 from lerobot_hydra.vector.faults import SubEnvFailed, WorkerLost, worker_faults
 from lerobot_hydra.vector.task_envs import EnvPool
 
+log = logging.getLogger("lerobot_hydra")
+
 OnRecord = Callable[[EpisodeRecord], None]
-
-
-@dataclass
-class TaskWork:
-    task: TaskSpec
-    episodes: list[int]  # episode indices still to run, ascending
-    done: int = 0  # episodes of this task already recorded (resume)
-    successes: int = 0
 
 
 class LaneStopped(Exception):
@@ -71,41 +70,15 @@ def run_segment(pool: EnvPool, works: list[TaskWork], ctx: RolloutContext, progr
     """Every episode of `works` (consecutive tasks of a lane that share `pool`), each record emitted (and so
     flushed to disk) the moment its episode ends."""
     units = [Unit(w.task, k, episode_seed(ctx.base_seed, k)) for w in works for k in w.episodes]
-    bars = _Bars(works, progress)
+    bars = TaskBars(works, progress)
     try:
         _Segment(pool, ctx, units, bars).run()
     finally:
         bars.close()
 
 
-class _Bars:
-    """A progress bar per task, open from its first episode's start to its last episode's record."""
-
-    def __init__(self, works: list[TaskWork], progress: Progress) -> None:
-        self._works = {w.task: w for w in works}
-        self._left = {w.task: len(w.episodes) for w in works}
-        self._open: dict[TaskSpec, TaskProgress] = {}
-        self._progress = progress
-
-    def started(self, task: TaskSpec) -> None:
-        if task not in self._open:
-            w = self._works[task]
-            self._open[task] = self._progress.start(task, w.done + len(w.episodes), w.done, w.successes)
-
-    def recorded(self, task: TaskSpec, record: EpisodeRecord) -> None:
-        self._open[task].update(record)
-        self._left[task] -= 1
-        if not self._left[task]:
-            self._progress.finish(self._open.pop(task))
-
-    def close(self) -> None:
-        for bar in self._open.values():
-            self._progress.finish(bar)
-        self._open.clear()
-
-
 class _Segment:
-    def __init__(self, pool: EnvPool, ctx: RolloutContext, units: list[Unit], bars: _Bars) -> None:
+    def __init__(self, pool: EnvPool, ctx: RolloutContext, units: list[Unit], bars: TaskBars) -> None:
         self.pool, self.ctx, self.bars = pool, ctx, bars
         n = pool.num_envs
         self.refill = resets_rows(ctx.policy)
@@ -114,6 +87,7 @@ class _Segment:
         self.warming: dict[int, Unit] = {}  # sub-envs building the simulator of their next episode's task
         self.starting: dict[int, Unit] = {}  # sub-envs being reset into their episodes (until `_start` returns)
         self.recovery = Recovery(pool.config, worker_faults().worker_retries)
+        self.errors = EpisodeErrors(pool.config, worker_faults().on_error, self.recovery)
         self.texts = [units[0].task.description if units else ""] * n  # each row's task (an idle row: its last)
         self.batch_task: TaskSpec | None = None  # unmixed: the task of the running batch
         self.obs: Any = None
@@ -130,7 +104,8 @@ class _Segment:
                     self._recover(err)
                     owed = set()
                 except SubEnvFailed as err:
-                    raise self._failed(err) from None
+                    self._fault(err)
+                    owed = set()
         finally:
             self.pool.prerender_after_steps([])
             for episode in self.running:
@@ -154,22 +129,50 @@ class _Segment:
         """Replaces the lost workers and puts every episode in flight back to run again from its start."""
         n = self.pool.num_envs
         self.recovery.lost(err, {i: (self._in_flight(i), self.pool.tasks[i]) for i in range(n)})
+        self.schedule.put_back(self._drop_in_flight())
+        self._replace(sorted(err.lost))
+
+    def _fault(self, err: SubEnvFailed) -> None:
+        """A simulator failed: its episode runs again in a fresh worker, or is recorded as an error episode (or the
+        run ends: rollout/episode_errors.py); the other episodes in flight start again (the call that failed left
+        their answers unread)."""
+        episode, unit = self.running[err.slot], self._in_flight(err.slot)
+        step = episode.steps + 1 if episode is not None and err.call == "step" else 0
+        retry = self.errors.failed(err, unit, step)
+        assert unit is not None
+        units = self._drop_in_flight()
+        if not retry:
+            units.remove(unit)
+            init_state = episode.init_state if episode is not None else None
+            wall_s = time.perf_counter() - episode.started if episode is not None else 0.0
+            record = error_record(unit, err, step, init_state, wall_s)
+            self.bars.started(unit.task)
+            try:
+                self.ctx.on_record(record)
+            except TaskBroken as broken:  # its first episodes all failed: its others are left for a rerun
+                log.warning("%s", broken.line)
+                units = [u for u in units if u.task.key != broken.key]
+                self.schedule.drop(broken.key)
+            self.bars.recorded(unit.task, record)
+        self.schedule.put_back(units)
+        self._replace([err.slot])
+
+    def _drop_in_flight(self) -> list[Unit]:
+        """Every episode in flight, dropped (their films aborted), to start again from their reset."""
+        n = self.pool.num_envs
         units = [u for i in range(n) if (u := self._in_flight(i)) is not None]
         for episode in self.running:
             if episode is not None and episode.video is not None:
                 episode.video.abort()
         self.running, self.starting = [None] * n, {}
         self.warming.clear()
-        self.schedule.put_back(units)
+        return units
+
+    def _replace(self, slots: list[int]) -> None:
         try:
-            self.pool.replace(sorted(err.lost))
+            self.pool.replace(slots)
         except (WorkerLost, SubEnvFailed) as failed:
             raise self.recovery.not_replaced(failed) from None
-
-    def _failed(self, err: SubEnvFailed) -> SimulatorFailed:
-        episode = self.running[err.slot]
-        step = episode.steps + 1 if episode is not None and err.call == "step" else 0
-        return self.recovery.simulator_failed(err, self._in_flight(err.slot), step)
 
     def _begin_batch(self) -> None:
         units = self.schedule.first_batch(self.pool.num_envs, self.pool.tasks)
@@ -185,6 +188,7 @@ class _Segment:
         n = self.pool.num_envs
         self.starting = dict(starts)
         self.obs, info = self.pool.reset({i: (u.task, u.index, u.seed) for i, u in starts.items()}, first)
+        check_finite(self.obs, np.zeros(n), sorted(starts), "reset")
         rest = starts
         if first:
             head = starts[0].task
@@ -218,6 +222,7 @@ class _Segment:
         vec, before = self.pool.vec, self.obs
         sent = _as_actions(action, n, vec.single_action_space.dtype)
         self.obs, reward, _, _, info = vec.step(sent)
+        check_finite(self.obs, reward, [i for i, e in enumerate(running) if e is not None], "step")
         finished = {i for i, e in enumerate(running) if e is not None and info["done"][i]}
         capture_frames(self.pool, running, only=filmed & finished)
         starts: dict[int, Unit] = {}
@@ -225,7 +230,7 @@ class _Segment:
             if episode is None:
                 continue
             success = bool(info["is_success"][i])
-            episode.add_step(float(reward[i]), success, self.pool.config)
+            episode.add_step(float(reward[i]), success)
             episode.trace_step(before, sent, i, float(reward[i]), i in finished, success)
             if i in finished:
                 running[i] = None

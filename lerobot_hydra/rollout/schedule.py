@@ -28,6 +28,10 @@ class Schedule:
         """Episodes taken earlier that must run again (their worker was lost), back in their planned order."""
         self._pending = deque(sorted({*units, *self._pending}, key=self._order.__getitem__))
 
+    def drop(self, task: tuple[str, int]) -> None:
+        """Leaves the pending episodes of task `task` (a key) unrun."""
+        self._pending = deque(u for u in self._pending if u.task.key != task)
+
     def __bool__(self) -> bool:
         return bool(self._pending)
 

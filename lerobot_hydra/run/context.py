@@ -30,6 +30,7 @@ from lerobot_hydra.outputs.video import VideoRecorder
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.results.aggregate import Results
 from lerobot_hydra.rollout.build import RunParts, build_run
+from lerobot_hydra.rollout.health import Health
 from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
 from lerobot_hydra.rollout.plan import TaskBlock, shard_plan
 from lerobot_hydra.rollout.progress import Progress
@@ -66,9 +67,10 @@ class RunContext:
         self.cfg, self.eval_cfg, self.parts, self.sink, self.label = cfg, eval_cfg, parts, sink, label
         self.plan = plan  # this run's (shard's) planned episodes; a dynamic shard's: the whole run's
         self.loggers, self.pools, self.recorder, self.run_meta = loggers, pools, recorder, run_meta
-        self.faults = WorkerFaults(eval_cfg.step_timeout_s, eval_cfg.worker_retries)
+        self.faults = WorkerFaults(eval_cfg.step_timeout_s, eval_cfg.worker_retries, eval_cfg.on_error)
         self.built: Policy | None = None
         self._building = threading.Lock()
+        self.health = Health()  # unhealthy tasks and shards, from this session's records
 
     @property
     def out_dir(self) -> Path | None:
@@ -86,10 +88,12 @@ class RunContext:
             return self.built
 
     def record(self, record: EpisodeRecord) -> None:
-        """Where a finished episode goes: the sink, and the recorder (which writes an episode's steps once)."""
+        """Where a finished episode goes: the sink, and the recorder (which writes an episode's steps once); then
+        raises if the session's records say a task or the run is unhealthy (rollout/health.py)."""
         self.sink.add(record)
-        if self.recorder is not None:
+        if self.recorder is not None and not record.errored:
             self.recorder.write(record)
+        self.health.recorded(record)
 
     def lost_steps(self) -> set[EpisodeKey]:
         """Recorded episodes whose steps a killed session lost: they run again, for their steps only."""

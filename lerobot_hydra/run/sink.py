@@ -25,7 +25,9 @@ class RecordSink(Protocol):
     @property
     def records(self) -> tuple[EpisodeRecord, ...]: ...
 
-    def done(self) -> set[EpisodeKey]: ...
+    def done(self) -> set[EpisodeKey]:
+        """The episodes recorded, error episodes left out (they run again)."""
+        ...
 
     def recorded_per_task(self) -> tuple[Counter[TaskKey], Counter[TaskKey]]: ...
 
@@ -55,7 +57,8 @@ class MemorySink:
         self._stopped: float | None = None
 
     def add(self, record: EpisodeRecord) -> bool:
-        if record.unit in self._records:
+        kept = self._records.get(record.unit)
+        if kept is not None and not kept.errored:
             return False
         self._records[record.unit] = record
         return True
@@ -65,10 +68,10 @@ class MemorySink:
         return tuple(self._records.values())
 
     def done(self) -> set[EpisodeKey]:
-        return set(self._records)
+        return {unit for unit, r in self._records.items() if not r.errored}
 
     def recorded_per_task(self) -> tuple[Counter[TaskKey], Counter[TaskKey]]:
-        episodes: Counter[TaskKey] = Counter(r.task_key for r in self._records.values())
+        episodes: Counter[TaskKey] = Counter(r.task_key for r in self._records.values() if not r.errored)
         successes: Counter[TaskKey] = Counter(r.task_key for r in self._records.values() if r.success)
         return episodes, successes
 

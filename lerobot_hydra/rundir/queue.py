@@ -93,6 +93,16 @@ class WorkQueue:
             except OSError:  # a hiccup of the file server: the next beat tries again
                 pass
 
+    def release(self, reopen: list[Claim]) -> None:
+        """Ends this session's lease now (an unhealthy job): every claim it holds may be taken over at once, and the
+        blocks of `reopen` that it finished too (with error episodes: the new owner runs them again)."""
+        for claim in reopen:
+            (self.root / QUEUE_DONE_DIR / str(claim.index)).unlink(missing_ok=True)
+        self._stop.set()
+        if self._beat.is_alive():
+            self._beat.join()
+        self._owner_path.unlink(missing_ok=True)
+
     def report_rate(self, rate: float) -> None:
         """Publishes this job's measured speed (episodes per second) in its owner file, for the others' choices."""
         self.rate = rate
@@ -227,12 +237,13 @@ class WorkQueue:
         return self.recorded_in(claim, self.earlier_dirs(claim, own_dir))
 
     def recorded_in(self, claim: Claim, dirs: set[Path]) -> set[EpisodeKey]:
-        """The units of the claimed block recorded in the run dirs `dirs`."""
+        """The units of the claimed block recorded in the run dirs `dirs`; error episodes left out (the new owner runs
+        them again, and the merge keeps its record: merge/shards.py)."""
         block = claim.block
         units: set[EpisodeKey] = set()
         for run_dir in dirs:
             for record in read_jsonl(run_dir / EPISODES_FILE):
-                if record.unit[:2] == block.key and record.unit[2] in block.episodes:
+                if record.unit[:2] == block.key and record.unit[2] in block.episodes and not record.errored:
                     units.add(record.unit)
         return units
 

@@ -25,7 +25,15 @@ from typing import Any
 from lerobot_hydra.core.durable import read_json_object, remove_temporaries, write_json_atomic
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.layout import EPISODES_FILE, SESSIONS_FILE
-from lerobot_hydra.core.records import EpisodeKey, EpisodeRecord, TaskKey, append_jsonl, read_jsonl, sort_records
+from lerobot_hydra.core.records import (
+    EpisodeKey,
+    EpisodeRecord,
+    TaskKey,
+    append_jsonl,
+    latest_by_unit,
+    read_jsonl,
+    sort_records,
+)
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.outputs.video import remove_partial_videos, without_missing_videos
 from lerobot_hydra.rollout.plan import TaskBlock
@@ -91,10 +99,11 @@ class RunStore:
             log.info("deleted %d half-written file(s) a killed run left in %s: %s", len(leftovers), self.out_dir, names)
         corrupt = self._check_previous()
         _drop_torn_tail(self.episodes_path)
-        by_unit = {r.unit: r for r in read_jsonl(self.episodes_path) if self.planned(r.unit)}
+        by_unit = latest_by_unit(r for r in read_jsonl(self.episodes_path) if self.planned(r.unit))
         self._records: list[EpisodeRecord] = list(by_unit.values())
-        self._units = set(by_unit)
-        self.resumed = len(self._records)
+        self._errored = {unit for unit, r in by_unit.items() if r.errored}  # error episodes run again
+        self._units = set(by_unit) - self._errored
+        self.resumed = len(self._units)
         self._previous_sessions = self._read_sessions(corrupt is not None)
         self._session = {
             "host": socket.gethostname(),
@@ -170,20 +179,29 @@ class RunStore:
         return set(self._units)
 
     def recorded_per_task(self) -> tuple[Counter[TaskKey], Counter[TaskKey]]:
-        """(episodes, successes) recorded so far, per task key."""
+        """(episodes, successes) recorded so far, per task key; error episodes not counted."""
         episodes: Counter[TaskKey] = Counter()
         successes: Counter[TaskKey] = Counter()
         for r in self._records:
+            if r.errored:
+                continue
             episodes[r.task_key] += 1
             successes[r.task_key] += int(r.success)
         return episodes, successes
 
     def add(self, record: EpisodeRecord) -> bool:
-        """Appends (and fsyncs) `record`; False, and nothing written, when its episode is recorded already."""
+        """Appends (and fsyncs) `record`; False, and nothing written, when its episode is recorded already (an
+        error episode's record is replaced by its rerun's)."""
         if record.unit in self._units:
             return False
-        self._units.add(record.unit)
+        if not record.errored:
+            self._units.add(record.unit)
         append_jsonl(self.episodes_path, record)
+        if record.unit in self._errored:
+            self._records = [r for r in self._records if r.unit != record.unit]
+        self._errored.discard(record.unit)
+        if record.errored:
+            self._errored.add(record.unit)
         self._records.append(record)
         return True
 

@@ -4,7 +4,8 @@ A worker is lost when its process ends (any signal, any exit) or when a call (st
 no answer within `eval.step_timeout_s` (the watchdog; the worker is then killed). The vector env raises
 `WorkerLost` naming each lost sub-env and why; the rollout replaces the worker and runs its episodes again
 (rollout/recovery.py). A sub-env whose simulator raises is not lost: `SubEnvFailed` carries the exception's
-message and traceback, and the rollout reports it in one line.
+message and traceback, and the rollout runs the episode again or records it as an error episode
+(rollout/episode_errors.py), or, with `eval.on_error=stop`, reports it in one line.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ class WorkerFaults:
     step_timeout_s: float = 300.0
     # How often a worker may be lost on the same episode before the run ends.
     worker_retries: int = 2
+    # What a simulator that raises (or returns a non-finite reward or observation) does to the run: "record" runs
+    # the episode once more in a fresh worker, then records it as an error episode; "stop" ends the run in one line.
+    on_error: str = "record"
 
 
 _settings = [WorkerFaults()]
@@ -38,7 +42,7 @@ def worker_faults() -> WorkerFaults:
 @contextmanager
 def using_worker_faults(settings: WorkerFaults) -> Iterator[None]:
     """`settings` for every vector env and rollout of this process while the block runs (eval.step_timeout_s,
-    eval.worker_retries)."""
+    eval.worker_retries, eval.on_error)."""
     _settings.append(settings)
     try:
         yield

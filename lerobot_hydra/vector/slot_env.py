@@ -148,9 +148,9 @@ class SlotEnv(gym.Env):
 
     def _close_sim(self) -> None:
         self._reset_ahead = None
-        if self._env is not None:
-            self._env.close()
-            self._env = None
+        env, self._env = self._env, None  # dropped even when its close raises (a simulator that failed)
+        if env is not None:
+            env.close()
             release_memory()
 
     def close(self) -> None:

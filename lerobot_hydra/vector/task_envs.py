@@ -8,6 +8,7 @@ batch size, and no process is spawned per task.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import multiprocessing
@@ -20,6 +21,7 @@ import numpy as np
 
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.envs.protocol import EPISODES_KEY, RESET_MASK_KEY
+from lerobot_hydra.vector.faults import SubEnvFailed
 from lerobot_hydra.vector.slot_env import SlotEnv
 
 
@@ -127,7 +129,12 @@ class EnvPool:
         return self.vec.finished_calls(slots, wait)
 
     def replace(self, slots: Sequence[int]) -> None:
-        """Fresh workers for `slots` (whose workers were lost), bound to no task until their next episode."""
+        """Fresh workers for `slots` (whose workers were lost, or whose simulators failed), bound to no task until
+        their next episode; in-process slots close their simulators, built afresh at their next reset."""
+        if not self.in_workers:
+            with contextlib.suppress(SubEnvFailed):  # a broken simulator may fail to close too: it is dropped anyway
+                self.vec.call_slots("close", slots)
+            return
         self.vec.replace_workers(slots)
         for slot in slots:
             self.tasks[slot] = None

@@ -77,6 +77,7 @@ def test_bad_settings_are_refused_in_one_line_naming_the_setting(
         (["policy=act", "policy.device=cuda:99"], "policy.device is cuda:99 but"),
         (["eval.step_timeout_s=0"], r"^eval.step_timeout_s must be positive, got 0.0$"),
         (["eval.worker_retries=-1"], r"^eval.worker_retries must be 0 or more, got -1$"),
+        (["eval.on_error=skip"], r"^eval.on_error must be record or stop, got 'skip'$"),
     ],
 )
 def test_out_of_range_settings_are_refused_before_anything_is_built(

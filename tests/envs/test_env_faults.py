@@ -17,8 +17,9 @@ def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.strip()]
 
 
-def test_a_nan_reward_stops_the_run_in_one_line_and_keeps_the_finished_episodes(tmp_path: Path) -> None:
-    proc = run_eval(*BROKEN, "env.gym_id=NanReward-v0", "eval.n_episodes=3", out_dir=tmp_path, check=False)
+def test_on_error_stop_a_nan_reward_ends_the_run_in_one_line_keeping_the_finished_episodes(tmp_path: Path) -> None:
+    args = (*BROKEN, "env.gym_id=NanReward-v0", "eval.n_episodes=3", "eval.on_error=stop")
+    proc = run_eval(*args, out_dir=tmp_path, check=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     errors = error_lines(proc.stderr)
     assert len(errors) == 1, proc.stderr
@@ -51,18 +52,20 @@ def test_an_exception_building_the_env_is_one_line_naming_the_setting(tmp_path: 
 
 
 @pytest.mark.parametrize("batch", [1, 2])
-def test_a_simulator_exception_stops_the_run_in_one_line_and_full_error_shows_its_traceback(
+def test_with_on_error_stop_a_simulator_exception_stops_the_run_in_one_line_and_full_error_shows_its_traceback(
     tmp_path: Path, batch: int
 ) -> None:
     # Seed 1000 + 1 is odd: episode 1 raises at its third step, in this process (batch 1) or in a worker (batch 2).
     args = (*BROKEN[:-2], f"eval.batch_size={batch}", "seed=1000", "env.gym_id=Unstable-v0", "eval.n_episodes=3")
+    args = (*args, "eval.on_error=stop")
     proc = run_eval(*args, out_dir=tmp_path / "run", check=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert error_lines(proc.stderr) == [
         "error: the Unstable-v0 simulator raised at step 3 of episode 1 of task Unstable/0 Unstable-v0: "
         "FloatingPointError: mujoco: simulation unstable (qacc is NaN); a simulator fault, not a policy failure, "
-        "so nothing was recorded for this episode and the run stopped (simulators are deterministic: a retry fails "
-        "the same way); the episodes recorded so far are kept; HYDRA_FULL_ERROR=1 shows the traceback"
+        "so nothing was recorded for this episode and the run stopped (eval.on_error=stop; eval.on_error=record "
+        "retries it once, then records it as an error episode and goes on); the episodes recorded so far are kept; "
+        "HYDRA_FULL_ERROR=1 shows the traceback"
     ], proc.stderr
     recorded = read_episodes(tmp_path / "run") if (tmp_path / "run" / "episodes.jsonl").exists() else []
     assert 1 not in [r["episode_index"] for r in recorded], "never recorded as a failed episode"

@@ -22,6 +22,7 @@ class CountingEnvConfig(EnvConfig):
     n_tasks: int = 3
     episode_length: int | None = 20
     fail_on_episode: int | None = None  # task 0's reset of this episode raises
+    broken_task: int | None = None  # every reset of this task raises
     step_sleep_s: float = 0.0  # wall time of each step
     camera: str = ""  # set: building the env fails as robosuite does for an unknown camera
     # Faults of task 0's episode `fault_episode` at its first step: "kill" (the process SIGKILLs itself, as the OOM
@@ -46,6 +47,7 @@ class CountingEnvConfig(EnvConfig):
         if self.camera:
             raise ValueError(f"Current sensor for observable {self.camera}_image is invalid.")
         env = CountingEnv(Path(self.log_dir), task, self.fail_on_episode, self.step_sleep_s)
+        env.broken = task.task_id == self.broken_task
         if self.fault and task.task_id == 0:
             env.fault = (self.fault, self.fault_episode, self.fault_times)
         return env
@@ -60,6 +62,7 @@ class CountingEnv:
         self.sleep_s = sleep_s
         self.steps = self.episode_steps = self.length = self.episode = 0
         self.fault: tuple[str, int, int] | None = None
+        self.broken = False
         self._log("created")
 
     def _log(self, event: str, **extra: Any) -> None:
@@ -70,6 +73,8 @@ class CountingEnv:
         k = (options or {}).get("episode_index", 0)
         if k == self.fail_on_episode:
             raise RuntimeError(f"counting env: episode {k} fails on purpose")
+        if self.broken:
+            raise RuntimeError(f"counting env: task {self.task.task_id} is broken on purpose")
         self.length, self.episode_steps, self.episode = k + 2, 0, k
         return {"agent_pos": np.array([k, 0.0])}, {"init_state_id": k % 3}
 

@@ -1,6 +1,7 @@
 """Faults of worker processes and simulators (docs/faults.md): a lost worker (killed, or wedged past the watchdog) is
 replaced and the episodes in flight run again, so the records equal an undisturbed run's; a worker lost too often on
-one episode, or a simulator that raises, ends the run in one line and keeps what finished."""
+one episode, or with eval.on_error=stop a simulator that raises, ends the run in one line and keeps what finished
+(the default, error episodes: tests/rollout/test_error_episodes.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from lerobot_hydra.vector.faults import WorkerFaults, using_worker_faults
 from tests.conftest import run_eval
 from tests.helpers.counting_env import CountingEnvConfig, events
 from tests.rollout.test_vector import run
+
+STOP = WorkerFaults(on_error="stop")
 
 
 def without_wall_time(records: list[EpisodeRecord]) -> list[EpisodeRecord]:
@@ -72,7 +75,7 @@ def test_a_worker_lost_too_often_on_one_episode_ends_the_run_in_one_line(tmp_pat
 def test_a_simulator_exception_is_one_line_naming_env_task_episode_and_step(tmp_path: Path, use_async: bool) -> None:
     cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=1, fault="raise", fault_episode=2)
     records: list[EpisodeRecord] = []
-    with pytest.raises(SimulatorFailed) as err:
+    with using_worker_faults(STOP), pytest.raises(SimulatorFailed) as err:
         run(cfg, n_episodes=4, batch=2, use_async=use_async, on_record=records.append)
     line = str(err.value)
     assert "\n" not in line
@@ -89,7 +92,8 @@ def test_a_simulator_exception_is_one_line_naming_env_task_episode_and_step(tmp_
 @pytest.mark.parametrize("use_async", [True, False])
 def test_a_simulator_exception_in_reset_names_the_reset(tmp_path: Path, use_async: bool) -> None:
     cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=1, fail_on_episode=1)
-    with pytest.raises(SimulatorFailed, match=r"^the Counting simulator raised in reset of episode 1 of task count/0 "):
+    match = r"^the Counting simulator raised in reset of episode 1 of task count/0 "
+    with using_worker_faults(STOP), pytest.raises(SimulatorFailed, match=match):
         run(cfg, n_episodes=3, batch=2, use_async=use_async)
 
 

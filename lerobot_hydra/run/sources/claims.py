@@ -57,6 +57,7 @@ class ClaimedBlocks:
         held: TaskKey | None = None
         with WorkQueue(self.root, self.regions, ev.shard_id, run.sink.out_dir, ev.lease_s) as queue:  # type: ignore[arg-type]
             done, speed = _Done(queue, run.recorder), _Speed(queue)
+            errored: list[Claim] = []  # blocks run here with error episodes
             try:
                 while (claim := done.next_claim(held)) is not None:
                     work, steps_only = _block_work(claim, queue, run)
@@ -64,6 +65,8 @@ class ClaimedBlocks:
                     began = time.monotonic()
                     yield Batch(work, guard)
                     speed.ran(len(work[0].episodes), time.monotonic() - began)
+                    if guard.errors:
+                        errored.append(claim)
                     if guard.dropped:
                         log.warning("lost the claim of %s/%d episodes %d-%d to another job", *_where(claim))
                     else:
@@ -72,6 +75,8 @@ class ClaimedBlocks:
                 self.drained = True
             finally:
                 done.flush()
+                if run.health.unhealthy:  # its claims go to the other shards now, not once its lease expires
+                    queue.release(reopen=errored)
 
     def complete(self, sink: RecordSink) -> bool:
         return self.final
@@ -100,7 +105,7 @@ class _Guarded:
     `steps_only` (recorded by an earlier owner, whose recording of its steps was lost) goes to the recorder only."""
 
     def __init__(self, claim: Claim, run: RunContext, steps_only: set[EpisodeKey]) -> None:
-        self.claim, self.run, self.steps_only, self.dropped = claim, run, steps_only, 0
+        self.claim, self.run, self.steps_only, self.dropped, self.errors = claim, run, steps_only, 0, 0
 
     def __call__(self, record: EpisodeRecord) -> None:
         if self.claim.lost():
@@ -108,6 +113,7 @@ class _Guarded:
         elif record.unit in self.steps_only and self.run.recorder is not None:
             self.run.recorder.write(record)
         else:
+            self.errors += record.errored
             self.run.record(record)
 
 
