@@ -171,3 +171,16 @@ def test_no_ray_cluster_at_the_address_is_one_line(tmp_path: Path) -> None:
         )
     ), proc.stderr
     assert not list(sweep.rglob("episodes.jsonl"))
+
+
+def test_a_sequential_sweep_on_ray_matches_the_single_process_run(ray_head: Any, tmp_path: Path) -> None:
+    """The sequential sweeper's rounds launched as Ray tasks: the same stops and episodes as one process."""
+    from tests.sweeps.test_sequential_sweep import BELOW
+
+    alone = run_here(*BELOW, out_dir=tmp_path / "single")
+    sweep = tmp_path / "sweep"
+    run_eval(*on_ray(ray_head, *BELOW, "eval.shard_id=0,1", "hydra/sweeper=sequential"), out_dir=sweep, multirun=True)
+    merged_info = read_json(sweep / "eval_info.json")
+    assert merged_info["sequential"] == alone["sequential"]
+    assert {t: s["n_episodes"] for t, s in alone["sequential"]["per_task"].items()} == {"reach-v3": 8, "push-v3": 8}
+    assert merged(sweep) == [outcome(r) for r in alone["episodes"]]
