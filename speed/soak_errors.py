@@ -2,8 +2,9 @@
 count its error episodes exactly, and record every other episode as the same sweep without faults does
 (docs/faults.md#error-episodes).
 
-    python -m speed.soak_errors                              # ~20 min of the faulty sweep (5 tasks x 240 episodes)
-    python -m speed.soak_errors --episodes 20 --length 200   # short version, ~3 min
+    python -m speed.soak_errors                              # 5 tasks x 240 episodes: a ~10 min faulty sweep
+    python -m speed.soak_errors --episodes 480               # a ~20 min faulty sweep (on the 2-core VM)
+    python -m speed.soak_errors --episodes 40 --length 150   # short version, ~3 min in all
 
 The faulty episodes are chosen by (task, episode index) (devkit/faulty_env.py, `fault_rate`): about half fail once
 (the retry in a fresh worker must equal the fault-free run), the others every time (error episodes: the sweep exits
@@ -77,7 +78,7 @@ def outcomes(info: dict[str, Any]) -> dict[tuple[str, int, int], tuple]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=240, help="episodes per task (5 tasks; 240: ~20 min)")
+    parser.add_argument("--episodes", type=int, default=240, help="episodes per task (5 tasks; 240: ~10 min)")
     parser.add_argument("--length", type=int, default=None, help="steps per episode (MetaWorld's 500 by default)")
     parser.add_argument("--rate", type=float, default=0.01, help="share of the episodes whose simulator raises")
     opts = parser.parse_args()
