@@ -79,6 +79,9 @@ class EvalConfig:
     recording: str | None = None
     # How recorded images are stored: video (mp4, LeRobot's encoder) or png (one image per frame).
     recording_images: str = "video"
+    # Which steps draw the policy's cameras: read (only those whose observation the policy will read, when it says;
+    # the episodes are identical) or every_step (as lerobot-eval; for a policy whose reads cannot be declared).
+    render: str = "read"
 
 
 @dataclass
@@ -197,6 +200,8 @@ def validate(cfg: DictConfig, sweep_rounds: bool = False) -> EvalConfig:
         raise UserError(f"eval.worker_retries must be 0 or more, got {ev.worker_retries}")
     if ev.on_error not in ("record", "stop"):
         raise UserError(f"eval.on_error must be record or stop, got '{ev.on_error}'")
+    if ev.render not in ("read", "every_step"):
+        raise UserError(f"eval.render must be read or every_step, got '{ev.render}'")
     _check_record(ev)
     if ev.num_shards is not None and ev.num_shards < 1:
         raise UserError(f"eval.num_shards must be at least 1, got {ev.num_shards}")

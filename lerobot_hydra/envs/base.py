@@ -69,6 +69,22 @@ class TaskEnv(Protocol):
     def close(self) -> None: ...
 
 
+class DrawsOnDemand(TaskEnv, Protocol):
+    """A simulator that draws its cameras only on the steps whose observation is read. A class subclasses it to
+    declare so; any other simulator draws every camera at every step."""
+
+    def draw_next(self, observation: bool, film: bool) -> None:
+        """What the next step draws besides the physics: the cameras of its observation (`observation`; when not
+        drawn, a camera's image holds zeros, and nothing may read it) and the frame `render()` returns for a
+        filmed episode (`film`), exactly as when everything is drawn. Resets always draw everything."""
+        ...
+
+
+def draws_on_demand(env: Any) -> bool:
+    """Whether `env`'s class declared `DrawsOnDemand` (subclasses it)."""
+    return DrawsOnDemand in type(env).__mro__
+
+
 @dataclass
 class EnvConfig:
     """Base of every env config. Subclasses are dataclasses named by `_target_` in `conf/env/*.yaml`; their

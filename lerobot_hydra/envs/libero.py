@@ -12,25 +12,21 @@ processor turns them into what LeRobot's LIBERO policies read.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from lerobot_hydra.core.errors import UserError, did_you_mean
-from lerobot_hydra.envs.base import EnvConfig, TaskEnv, TaskSpec, split_names, unique
-from lerobot_hydra.envs.libero_init_states import load_init_states
+from lerobot_hydra.envs.base import EnvConfig, TaskSpec, split_names, unique
 from lerobot_hydra.envs.libero_pro import (
     installed_pro_suites,
     instruction,
-    load_pro_init_states,
     pro_base,
     select_libero,
 )
+from lerobot_hydra.envs.libero_task import AGENTVIEW, LiberoTaskEnv, load_suite
 from lerobot_hydra.processors.observation import lerobot_key
 
 # Step limits per suite: a little above the longest demonstration of each suite.
@@ -43,14 +39,9 @@ SUITE_MAX_STEPS = {
 }
 OBS_TYPES = ("pixels", "pixels_agent_pos")
 CONTROL_MODES = ("relative", "absolute")
-# No-op steps after placing the init state, so objects that start slightly off their rest pose settle.
-SETTLE_STEPS = 10
-# Zero end-effector motion in relative control, gripper open (-1).
-NOOP_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
 ACTION_DIM = 7
 # LIBERO's robosuite environments run their controllers at 20 Hz.
 CONTROL_FREQ = 20
-AGENTVIEW = "agentview"
 # Cameras in the model of every LIBERO scene (robosuite's frontview/birdview/agentview/sideview from the scene
 # XML, LIBERO's galleryview, the Panda's robot0_* cameras), as listed by the built models of every scene type.
 # Some scenes add more (paperview, canonical_agentview); they are not offered, since other tasks lack them.
@@ -207,91 +198,3 @@ class LiberoEnvConfig(EnvConfig):
         # LIBERO first. LIBERO's benchmark module (the suites' tasks) imports torch: once here, not in every worker.
         prepare_libero(self.pro)
         return ["lerobot_hydra.envs.libero_setup", "libero.libero.envs", "libero.libero.benchmark"]
-
-
-def load_suite(name: str) -> Any:
-    from libero.libero import benchmark
-
-    # LIBERO prints its task order on every suite instantiation.
-    with contextlib.redirect_stdout(io.StringIO()):
-        return benchmark.get_benchmark_dict()[name]()
-
-
-class LiberoTaskEnv(TaskEnv):
-    """One LIBERO task in one process: reset places an init state and settles, step reports check_success().
-
-    It never resets itself: a successful step ends the episode (terminated) and the caller decides what next.
-    """
-
-    def __init__(self, config: LiberoEnvConfig, task: TaskSpec) -> None:
-        from lerobot_hydra.envs.libero_setup import prepare_libero
-
-        prepare_libero(config.pro)
-        from libero.libero import get_libero_path
-        from libero.libero.envs import OffScreenRenderEnv
-
-        self.config = config
-        self.task = task
-        self.observation_space, self.action_space = config.spaces(task)
-        self.metadata = {"render_modes": ["rgb_array"], "render_fps": config.fps}
-        libero_task = load_suite(task.group).get_task(task.task_id)
-        bddl = Path(get_libero_path("bddl_files")) / libero_task.problem_folder / libero_task.bddl_file
-        init_states = Path(get_libero_path("init_states")) / libero_task.problem_folder / libero_task.init_states_file
-        self._init_states = load_pro_init_states(init_states) if config.pro else load_init_states(init_states)
-        with contextlib.redirect_stdout(io.StringIO()):
-            self._env = OffScreenRenderEnv(
-                bddl_file_name=str(bddl),
-                camera_names=list(config.cameras),
-                use_camera_obs=bool(config.cameras),
-                camera_heights=config.observation_height,
-                camera_widths=config.observation_width,
-                # robosuite refuses to step past its horizon; settling steps count towards it.
-                horizon=SETTLE_STEPS + task.max_steps,
-            )
-        self._last_raw: dict[str, Any] = {}
-
-    @property
-    def n_init_states(self) -> int:
-        return len(self._init_states)
-
-    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict[str, Any], dict]:
-        episode_index = int((options or {}).get("episode_index", 0))
-        if seed is not None:
-            self._env.seed(seed)
-        self._env.reset()
-        init_state_id = episode_index % self.n_init_states
-        raw = self._env.set_init_state(self._init_states[init_state_id])
-        # robosuite rebuilds the controllers at every reset, in relative mode: settle there, then switch.
-        for _ in range(SETTLE_STEPS):
-            raw, _, _, _ = self._env.step(np.asarray(NOOP_ACTION))
-        for robot in self._env.robots:
-            robot.controller.use_delta = self.config.control_mode == "relative"
-        return self._observation(raw), {"is_success": False, "init_state_id": init_state_id}
-
-    def step(self, action: np.ndarray) -> tuple[dict[str, Any], float, bool, bool, dict]:
-        raw, reward, _, _ = self._env.step(np.asarray(action, dtype=np.float64))
-        success = bool(self._env.check_success())
-        return self._observation(raw), float(reward), success, False, {"is_success": success}
-
-    def _observation(self, raw: dict[str, Any]) -> dict[str, Any]:
-        self._last_raw = raw
-        obs: dict[str, Any] = {camera: raw[f"{camera}_image"] for camera in self.config.cameras}
-        if self.config.obs_type == "pixels_agent_pos":
-            obs["robot_state"] = {
-                "eef_pos": raw["robot0_eef_pos"],
-                "eef_quat": raw["robot0_eef_quat"],
-                "gripper_qpos": raw["robot0_gripper_qpos"],
-            }
-        return obs
-
-    def render(self) -> np.ndarray:
-        """The agentview camera upright (LIBERO renders it rotated by 180 degrees)."""
-        frame = self._last_raw.get(f"{AGENTVIEW}_image")
-        if frame is None:
-            frame = self._env.sim.render(
-                camera_name=AGENTVIEW, width=self.config.observation_width, height=self.config.observation_height
-            )
-        return np.ascontiguousarray(frame[::-1, ::-1])
-
-    def close(self) -> None:
-        self._env.close()

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from lerobot_hydra.core.errors import UserError, did_you_mean
-from lerobot_hydra.envs.base import EnvConfig, TaskEnv, TaskSpec, log_once, split_names
+from lerobot_hydra.envs.base import DrawsOnDemand, EnvConfig, TaskSpec, log_once, split_names
 from lerobot_hydra.processors.observation import lerobot_key
 
 OBS_TYPES = ("state", "pixels", "pixels_agent_pos")
@@ -170,7 +170,7 @@ def _make_task_env(name: str, **kwargs: Any) -> Any:
     return env
 
 
-class MetaWorldTaskEnv(TaskEnv):
+class MetaWorldTaskEnv(DrawsOnDemand):
     """One MetaWorld v3 task, seeded per episode, with LeRobot's observation keys.
 
     `agent_pos` is LeRobot's 4-D state (hand xyz + gripper opening), `environment_state` the full 39-D
@@ -185,6 +185,7 @@ class MetaWorldTaskEnv(TaskEnv):
         self.observation_space, self.action_space = config.spaces(task)
         self.metadata = {"render_modes": ["rgb_array"], "render_fps": config.fps}
         self._pixels = config.obs_type != "state"
+        self._pixels_shape = (config.observation_height, config.observation_width, 3)
         needs_renderer = self._pixels or render
         env = _make_task_env(
             task.name,
@@ -201,6 +202,7 @@ class MetaWorldTaskEnv(TaskEnv):
             env.model.vis.quality.shadowsize = 0
             env.model.vis.quality.offsamples = 0
         self._last_frame: np.ndarray | None = None
+        self._draw = True  # the next step draws the camera (`draw_next` holds for one step)
         self._env: gym.Env = env
 
     def _frame(self) -> np.ndarray:
@@ -216,9 +218,14 @@ class MetaWorldTaskEnv(TaskEnv):
             obs["agent_pos"] = raw[:4]
             obs["environment_state"] = raw
         if self._pixels:
-            self._last_frame = self._frame()
-            obs["pixels"] = self._last_frame
+            # Unread, the camera is not drawn (a filmed episode's frame is then drawn by `render`, the same frame).
+            self._last_frame = self._frame() if self._draw else None
+            obs["pixels"] = self._last_frame if self._last_frame is not None else np.zeros(self._pixels_shape, np.uint8)
+        self._draw = True
         return obs
+
+    def draw_next(self, observation: bool, film: bool) -> None:
+        self._draw = observation
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:
         # MetaWorld 3 ignores reset(seed=...): its generator is seeded through seed().

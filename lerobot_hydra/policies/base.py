@@ -57,6 +57,24 @@ class RowResettablePolicy(Policy, Protocol):
         ...
 
 
+class DeclaresReads(Policy, Protocol):
+    """A policy that knows, per batch row, whether its next `select_action` reads the observation the coming step
+    returns (a chunked policy reads one only when its row's action queue has run out). The simulators then draw
+    their cameras only for the rows that will be read (`eval.render=read`); a policy that does not subclass this
+    has every camera drawn at every step."""
+
+    def reads_next(self) -> list[bool]:
+        """Entry i: whether the next `select_action` reads row i's observation from the step about to be taken
+        (asked right after `select_action`; an idle row: False). A row read by no later call either may be
+        False, but a row whose observation any later call reads, in its history or at once, must be True."""
+        ...
+
+
+def declares_reads(policy: Policy) -> bool:
+    """Whether `policy`'s class declared `DeclaresReads` (subclasses it)."""
+    return DeclaresReads in type(policy).__mro__
+
+
 def resets_rows(policy: Policy) -> bool:
     """Whether `policy`'s class declared `RowResettablePolicy` (subclasses it)."""
     return RowResettablePolicy in type(policy).__mro__

@@ -48,6 +48,7 @@ class LaneSettings:
     max_parallel_tasks: int = 1  # lanes
     render: bool = False  # sub-envs that can render frames (videos)
     mixes_tasks: bool = False  # the policy resets rows one at a time (`PolicyConfig.resets_rows`): batches mix tasks
+    skip_unread: bool = False  # eval.render=read: sub-envs draw cameras only for the steps the policy reads
 
 
 def _spread(first: list[TaskWork], n: int) -> list[TaskSpec]:
@@ -172,7 +173,9 @@ class _Lanes:
 
     def _run_lane(self, lane_work: list[TaskWork], pools: Pools, lane_policy: Policy) -> None:
         s = self.settings
-        ctx = RolloutContext(lane_policy, s.env_pre, s.env_post, s.base_seed, self.on_record, self.videos, self.stop)
+        ctx = RolloutContext(
+            lane_policy, s.env_pre, s.env_post, s.base_seed, self.on_record, self.videos, self.stop, s.skip_unread
+        )
         for segment in segments(lane_work, pools):
             run_segment(pools[segment[0].task.key], segment, ctx, self.progress)
 

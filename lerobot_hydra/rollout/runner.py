@@ -30,7 +30,7 @@ import numpy as np
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.envs.protocol import INIT_STATE_KEY
-from lerobot_hydra.policies.base import Policy, RowResettablePolicy, resets_rows
+from lerobot_hydra.policies.base import DeclaresReads, Policy, RowResettablePolicy, declares_reads, resets_rows
 from lerobot_hydra.processors.observation import RAW_KEY
 from lerobot_hydra.processors.pipeline import Pipeline
 from lerobot_hydra.rollout.episode_errors import EpisodeErrors, check_finite, error_record
@@ -64,6 +64,7 @@ class RolloutContext:
     on_record: OnRecord
     videos: Filming | None = None
     stop: threading.Event | None = None  # checked before every step; set: the episodes in flight are dropped
+    skip_unread: bool = False  # eval.render=read: cameras are drawn only for the steps the policy reads
 
 
 def run_segment(pool: EnvPool, works: list[TaskWork], ctx: RolloutContext, progress: Progress) -> None:
@@ -91,6 +92,9 @@ class _Segment:
         self.texts = [units[0].task.description if units else ""] * n  # each row's task (an idle row: its last)
         self.batch_task: TaskSpec | None = None  # unmixed: the task of the running batch
         self.obs: Any = None
+        # Whose cameras the next step draws is asked of the policy, unless it does not say or something (a
+        # recording) reads every step.
+        self.skip_unread = ctx.skip_unread and declares_reads(ctx.policy) and step_recorder() is None
 
     def run(self) -> None:
         owed: set[int] = set()  # filmed sub-envs whose frame of the last step is still to be collected
@@ -108,6 +112,7 @@ class _Segment:
                     owed = set()
         finally:
             self.pool.prerender_after_steps([])
+            self.pool.blind_steps([])
             for episode in self.running:
                 if episode is not None and episode.video is not None:
                     episode.video.abort()
@@ -219,6 +224,9 @@ class _Segment:
         capture_frames(self.pool, running, only=owed)
         filmed = {i for i, e in enumerate(running) if e is not None and e.video is not None}
         self.pool.prerender_after_steps(sorted(filmed))
+        if self.skip_unread:
+            reads = cast(DeclaresReads, self.ctx.policy).reads_next()
+            self.pool.blind_steps([i for i, read in enumerate(reads) if not read])
         vec, before = self.pool.vec, self.obs
         sent = _as_actions(action, n, vec.single_action_space.dtype)
         self.obs, reward, _, _, info = vec.step(sent)

@@ -139,6 +139,7 @@ class RunContext:
             max_parallel_tasks=ev.max_parallel_tasks,
             render=render,
             mixes_tasks=p.policy.resets_rows(),
+            skip_unread=ev.render == "read",
         )
 
     def _videos(self, work: list[TaskWork]) -> VideoRecorder | None:

@@ -23,7 +23,7 @@ import numpy as np
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
-from lerobot_hydra.policies.base import PolicyConfig, RowResettablePolicy
+from lerobot_hydra.policies.base import DeclaresReads, PolicyConfig, RowResettablePolicy
 from lerobot_hydra.serving.connection import Access, Connection
 from lerobot_hydra.serving.replies import checked_actions, checked_metadata, checked_noise
 from lerobot_hydra.serving.wire import EXTENSION_KEY, METADATA_KEY, PROTOCOL_VERSION
@@ -141,7 +141,7 @@ class Row:
         return self.seed is None
 
 
-class RemotePolicy(RowResettablePolicy):
+class RemotePolicy(RowResettablePolicy, DeclaresReads):
     def __init__(
         self, url: str, timeout_s: float, server: dict[str, Any] | None, action_dim: int, access: Access | None = None
     ) -> None:
@@ -185,6 +185,11 @@ class RemotePolicy(RowResettablePolicy):
             self._openpi_chunk(i, str(tasks[i]) if tasks[i] is not None else "")
         zeros = np.zeros(self.action_dim, dtype=np.float32)
         return np.stack([zeros if row.idle else row.actions.popleft() for row in self.rows])
+
+    def reads_next(self) -> list[bool]:
+        """A row's next chunk stacks its last `history` observations: the coming step's is read when the row's
+        queue holds fewer actions than that."""
+        return [not row.idle and len(row.actions) < (row.history.maxlen or 1) for row in self.rows]
 
     def _chunks(self, rows: list[int], tasks: list[str]) -> None:
         picked = [self.rows[i] for i in rows]

@@ -18,7 +18,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from lerobot_hydra.envs.base import EnvConfig, TaskEnv, TaskSpec
+from lerobot_hydra.envs.base import EnvConfig, TaskEnv, TaskSpec, draws_on_demand
 from lerobot_hydra.envs.build_errors import build_env
 from lerobot_hydra.envs.protocol import EPISODES_KEY, INIT_STATE_KEY
 
@@ -115,6 +115,12 @@ class SlotEnv(gym.Env):
         self._active, self._done, self._last_obs = True, False, obs
         init_state = info.get(INIT_STATE_KEY)
         return obs, {"is_success": False, "done": False, INIT_STATE_KEY: -1 if init_state is None else int(init_state)}
+
+    def draw_next(self, observation: bool, film: bool) -> None:
+        """What the next step draws (`DrawsOnDemand.draw_next`), told to a simulator that draws on demand; any
+        other simulator draws everything."""
+        if self._env is not None and self._active and not self._done and draws_on_demand(self._env):
+            self._env.draw_next(observation, film)  # type: ignore[attr-defined]
 
     def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict]:
         # Termination is reported through info["done"], never through terminated/truncated, so the

@@ -1,9 +1,8 @@
 """A lean vector env for `SlotEnv`s: in this process, or one slot per worker process.
 
-Workers exchange observations, actions, rewards and flags through shared memory; a step costs one byte
-each way per worker. Gymnasium's AsyncVectorEnv pickles every step's results and info dicts through its
-pipes, which costs ~0.3 ms a step: as much as a MetaWorld step itself. Everything other than stepping
-(reset with per-slot options, bind, render, close) goes through the pipes as pickled calls.
+Workers exchange observations, actions, rewards and flags through shared memory; a step costs one byte each way
+per worker (Gymnasium's AsyncVectorEnv pickles every step's results and info dicts, ~0.3 ms a step: as much as a
+MetaWorld step). Everything else (reset with per-slot options, bind, render, close) goes as pickled calls.
 A sub-env that raises is reported with its message and traceback (`SubEnvFailed`); a worker that dies, or does not
 answer a call within `eval.step_timeout_s` (then it is killed), is reported as `WorkerLost` once the other workers'
 answers are collected, and `replace_workers` starts a fresh one in its place (vector/faults.py).
@@ -29,11 +28,10 @@ from lerobot_hydra.vector.shared_memory import lock_free_shared_memory
 from lerobot_hydra.vector.slot_worker import (
     DONE,
     RESULT_FIELDS,
-    STEP,
-    STEP_RENDER,
     copy_tree,
     row,
     run_worker,
+    step_message,
     write_row,
 )
 from lerobot_hydra.vector.worker_signals import OPEN_WORKERS
@@ -61,6 +59,8 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         self.action_space = batch_space(action_space, self.num_envs)
         # Sub-envs whose workers render a frame after each step (in-process sub-envs render when asked).
         self.prerender_slots: frozenset[int] = frozenset()
+        # Sub-envs whose next step's observation nobody reads: they leave their cameras undrawn (`DrawsOnDemand`).
+        self.blind_slots: frozenset[int] = frozenset()
         self._parked: dict[int, str] = {}  # workers busy with a started call (`start_call`), skipped by step()
         self._envs: list[gym.Env] = []
         self._conns: list[Any] = []
@@ -134,9 +134,10 @@ class SlotVectorEnv(gym.vector.VectorEnv):
             copy_tree(self._actions, actions)
             stepped = [i for i in range(self.num_envs) if i not in self._parked]
             lost: dict[int, str] = {}
+            film, blind = self.prerender_slots, self.blind_slots
             for index in stepped:
                 try:
-                    self._conns[index].send_bytes(STEP_RENDER if index in self.prerender_slots else STEP)
+                    self._conns[index].send_bytes(step_message(index in film, index in blind))
                 except OSError:
                     lost[index] = self._why_lost(index)
             for index in self._parked:
@@ -146,6 +147,8 @@ class SlotVectorEnv(gym.vector.VectorEnv):
             self._raise_failures("step", {i: pickle.loads(r) for i, r in replies.items() if r != DONE}, lost)
         else:
             for index, env in enumerate(self._envs):
+                film, blind = index in self.prerender_slots, index in self.blind_slots  # in process: no prerender
+                call_in_process(index, "step", env.draw_next, observation=not blind, film=film)
                 obs, reward, _, _, info = call_in_process(index, "step", env.step, row(actions, index))
                 write_row(self.single_observation_space, self._obs, index, obs)
                 self._results["reward"][index] = reward

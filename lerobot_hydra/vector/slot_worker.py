@@ -1,7 +1,8 @@
 """The loop of a `SlotVectorEnv` worker process, and the helpers both sides use to read and write batch rows.
 
-A step is one byte each way (`STEP`, or `STEP_RENDER` to render a frame once the step is answered); the step's
-observation and results go through shared memory. Every other call arrives pickled, with its answer pickled back.
+A step is one byte each way (`step_message`: whether the step's observation is read, so its cameras are drawn, and
+whether the episode is filmed, so a frame is rendered once the step is answered); the step's observation and
+results go through shared memory. Every other call arrives pickled, with its answer pickled back.
 """
 
 from __future__ import annotations
@@ -17,10 +18,16 @@ from gymnasium.vector.utils import read_from_shared_memory, write_to_shared_memo
 from lerobot_hydra.core.errors import worker_failure
 from lerobot_hydra.vector.worker_signals import ignore_job_signals
 
-# One byte each way per step; STEP_RENDER also has the worker render a frame once it has answered.
-STEP, STEP_RENDER, DONE = b"s", b"r", b"k"
+# One byte each way per step: STEP with the flags FILM (the episode is filmed: its frame is drawn, and rendered once
+# the step is answered) and BLIND (nobody reads the step's observation: its cameras are not drawn). A pickled call
+# is never one byte long.
+STEP, FILM, BLIND, DONE = 0x40, 0x01, 0x02, b"k"
 # Per-slot results of a step: reward, and the SlotEnv's info flags (shared as ctypes typecode, read as dtype).
 RESULT_FIELDS = (("reward", np.float64), ("done", np.bool_), ("is_success", np.bool_))
+
+
+def step_message(film: bool, blind: bool) -> bytes:
+    return bytes([STEP | (FILM if film else 0) | (BLIND if blind else 0)])
 
 
 def run_worker(
@@ -46,8 +53,10 @@ def run_worker(
     try:
         while True:
             message = conn.recv_bytes()
-            if message in (STEP, STEP_RENDER):
+            if len(message) == 1:
+                film = bool(message[0] & FILM)
                 try:
+                    env.draw_next(observation=not message[0] & BLIND, film=film)
                     observation, reward, _, _, info = env.step(row(actions, index))
                     write_to_shared_memory(observation_space, index, observation, obs_shm)
                     results["reward"][index] = reward
@@ -57,7 +66,7 @@ def run_worker(
                 except Exception:  # noqa: BLE001
                     conn.send_bytes(pickle.dumps((False, worker_failure())))
                     continue
-                if message == STEP_RENDER:
+                if film:
                     try:
                         env.prerender()
                     except Exception:  # noqa: BLE001 - the parent's render() call renders again and reports it

@@ -140,8 +140,14 @@ class EnvPool:
             self.tasks[slot] = None
 
     def prerender_after_steps(self, slots: Sequence[int]) -> None:
-        """Until changed, the workers of `slots` render a frame right after each step, ready for `render_frames`."""
+        """Until changed, the sub-envs of `slots` run filmed episodes: they draw the video's frame at each step, and
+        workers render it right after answering the step, ready for `render_frames`."""
         self.vec.prerender_slots = frozenset(slots)
+
+    def blind_steps(self, slots: Sequence[int]) -> None:
+        """The next step of the sub-envs `slots` returns an observation nobody reads: those whose simulator draws
+        on demand leave its cameras undrawn."""
+        self.vec.blind_slots = frozenset(slots)
 
     def render_frames(self, slots: Sequence[int]) -> dict[int, np.ndarray | None]:
         """A frame from each of `slots` (None where a slot has no episode); the other slots are not touched."""

@@ -15,6 +15,7 @@ from lerobot_hydra.app.evaluation import evaluate_config
 from lerobot_hydra.config.schema import instantiate_node, validate
 from lerobot_hydra.envs.base import EnvConfig
 from tests.conftest import outcome, read_episodes
+from tests.helpers.metaworld_frames import count_frames
 
 SIZE = 64
 METAWORLD_RANDOM = (
@@ -63,16 +64,7 @@ def test_the_debug_option_does_not_change_the_run_identity(compose: Callable) ->
 def test_metaworld_random_renders_only_filmed_frames_and_keeps_its_episodes(
     compose: Callable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lerobot_hydra.envs.metaworld import MetaWorldTaskEnv
-
-    frames = Counter[str]()
-    draw = MetaWorldTaskEnv._frame
-
-    def counted(self: MetaWorldTaskEnv) -> np.ndarray:
-        frames["drawn"] += 1
-        return draw(self)
-
-    monkeypatch.setattr(MetaWorldTaskEnv, "_frame", counted)
+    frames = count_frames(monkeypatch)
     skipping = run_in_process(compose, tmp_path / "skip", *METAWORLD_RANDOM, "eval.max_episodes_rendered=1")
     skipped_frames = frames["drawn"]
     frames.clear()

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lerobot_hydra.envs.base import TaskSpec
-from lerobot_hydra.policies.base import RowResettablePolicy
+from lerobot_hydra.policies.base import DeclaresReads, RowResettablePolicy
 from lerobot_hydra.policies.lerobot.noise import RowNoise
 from lerobot_hydra.policies.lerobot.rtc import PendingChunk, SimulatedLatency, leftover
 from lerobot_hydra.policies.lerobot.runtime import LeRobotPolicy, rows_of
@@ -102,7 +102,7 @@ def rows_taken(value: Any, rows: list[int], size: int) -> Any:
     return [value[row] for row in rows]
 
 
-class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy):
+class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy, DeclaresReads):
     """`reset_slots` starts an episode on some rows while the others continue (see the module docstring)."""
 
     def __init__(self, *args: Any, rtc: SimulatedLatency | None = None, **kwargs: Any) -> None:
@@ -159,6 +159,16 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy):
             template = next(a for a in actions if a is not None)
             action = torch.stack([torch.zeros_like(template) if a is None else a for a in actions])
         return self._postprocess(action)
+
+    def reads_next(self) -> list[bool]:
+        """A row reads the coming step's observation when it will ask for a chunk within its history's length
+        (the chunk stacks its last `n_obs_steps` observations): its queue holds fewer actions than that. With
+        temporal ensembling or real-time chunking, every step."""
+        assert self.layout is not None
+        if self.rtc is not None:
+            return [not slot.idle for slot in self.slots]
+        depth = max((length or 1 for length in self.layout.history.values()), default=1)
+        return [not slot.idle and (slot.ensembler is not None or len(slot.actions) < depth) for slot in self.slots]
 
     def _with_stacked_images(self, processed: dict[str, Any]) -> dict[str, Any]:
         """Diffusion and VQ-BeT keep their cameras stacked under one key, stacked before their history."""
