@@ -1,16 +1,18 @@
 """A hand-written LIBERO evaluation: the machine's limit for eval.py's LIBERO work (speed/vs_libero_loop.py).
 
     python -m speed.baselines.libero_loop --checkpoint DIR --out DIR --tasks libero_spatial:0,libero_spatial:1 \
-        --episodes 2 --steps 40 --size 256 [--film]
+        --episodes 2 --steps 40 --size 256 [--film] [--batch 2] [--filmed 1]
 
 What one would write by hand to evaluate a LeRobot checkpoint on LIBERO as fast as this machine allows:
-hf-libero's `OffScreenRenderEnv` in one forked worker process per episode of a batch (batch = episodes per
-task), the workers forked after LIBERO is imported and before torch, so they build their first simulators while
-the main process imports LeRobot and loads the policy; LeRobot's own policy class and saved processors in the
-main process, called on the whole batch; frames for the videos taken from the agentview observation, encoded
-with PyAV in a background thread. The episode protocol is eval.py's `env=libero`: episode k of a task starts
-from the task's stored init state k mod 50, seeded with 1000 + k, after 10 no-op settling steps, and ends at
-success or after `--steps` steps. Prints a JSON list of [task, episode, success, steps, sum_reward] last.
+hf-libero's `OffScreenRenderEnv` in one forked worker process per episode of a batch (`--batch`, by default the
+episodes per task; a task's episodes run batch after batch, each batch from its reset to its last episode's end),
+every camera drawn at every step, the workers forked after LIBERO is imported and before torch, so they build
+their first simulators while the main process imports LeRobot and loads the policy; LeRobot's own policy class
+and saved processors in the main process, called on the whole batch; frames for the videos (of the first
+`--filmed` episodes of each task) taken from the agentview observation, encoded with PyAV in a background thread.
+The episode protocol is eval.py's `env=libero`: episode k of a task starts from the task's stored init state
+k mod 50, seeded with 1000 + k, after 10 no-op settling steps, and ends at success or after `--steps` steps.
+Prints a JSON list of [task, episode, success, steps, sum_reward] last.
 """
 
 from __future__ import annotations
@@ -112,17 +114,28 @@ def encode(path: Path, frames: list[np.ndarray], fps: int = 20) -> None:
 
 
 def run_task(conns: list[Connection], policy: Any, pre: Any, post: Any, task: tuple[str, int], args) -> list:
-    import torch
-
     if task != args.built:  # the first task's simulators were asked for at the workers' start
         for conn in conns:
             conn.send(("task", task))
     instruction = [conn.recv() for conn in conns][0]
     args.built = task
-    for k, conn in enumerate(conns):
+    rows = []
+    for first in range(0, args.episodes, len(conns)):
+        episodes = list(range(first, min(first + len(conns), args.episodes)))
+        rows += run_batch(conns[: len(episodes)], episodes, policy, pre, post, task, instruction, args)
+    return rows
+
+
+def run_batch(
+    conns: list[Connection], episodes: list[int], policy: Any, pre: Any, post: Any, task: tuple, instruction: str, args
+) -> list:
+    import torch
+
+    for k, conn in zip(episodes, conns, strict=True):
         conn.send(("reset", k))
     observations = [conn.recv() for conn in conns]
-    films: list[list[np.ndarray]] = [[o["agentview"][::-1, ::-1].copy()] for o in observations] if args.film else []
+    filmed = [k for k in episodes if args.film and k < args.filmed]
+    films: list[list[np.ndarray]] = [[o["agentview"][::-1, ::-1].copy()] for o in observations[: len(filmed)]]
     policy.reset()
     alive, steps, rewards, success = [True] * len(conns), [0] * len(conns), [0.0] * len(conns), [False] * len(conns)
     while any(alive):
@@ -135,15 +148,15 @@ def run_task(conns: list[Connection], policy: Any, pre: Any, post: Any, task: tu
             if alive[i]:
                 observations[i], reward, success[i] = conn.recv()
                 steps[i], rewards[i] = steps[i] + 1, rewards[i] + reward
-                if args.film:
+                if i < len(films):
                     films[i].append(observations[i]["agentview"][::-1, ::-1].copy())
                 alive[i] = not success[i] and steps[i] < args.steps
     name = f"{task[0]}_{task[1]}"
-    for k, frames in enumerate(films):
+    for k, frames in zip(filmed, films, strict=True):
         thread = threading.Thread(target=encode, args=(args.out / f"{name}_episode_{k}.mp4", frames))
         thread.start()
         args.encoders.append(thread)
-    return [[name, k, success[k], steps[k], rewards[k]] for k in range(len(conns))]
+    return [[name, k, success[i], steps[i], rewards[i]] for i, k in enumerate(episodes)]
 
 
 def main() -> None:
@@ -151,7 +164,9 @@ def main() -> None:
     parser.add_argument("--checkpoint", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--tasks", required=True, help="suite:task_id,...")
-    parser.add_argument("--episodes", type=int, default=2, help="per task, all in one batch")
+    parser.add_argument("--episodes", type=int, default=2, help="per task")
+    parser.add_argument("--batch", type=int, help="episodes stepped together (worker processes); default: --episodes")
+    parser.add_argument("--filmed", type=int, default=10**9, help="with --film: the first N episodes of each task")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--film", action="store_true")
@@ -166,10 +181,11 @@ def main() -> None:
     import libero.libero.benchmark  # noqa: F401  (imported once, before the fork: it imports torch)
     import libero.libero.envs  # noqa: F401
 
-    render_threads = max(1, len(os.sched_getaffinity(0)) // args.episodes)
+    batch = args.batch or args.episodes
+    render_threads = max(1, len(os.sched_getaffinity(0)) // batch)
     context = mp.get_context("fork")
     conns = []
-    for _ in range(args.episodes):
+    for _ in range(batch):
         parent, child = context.Pipe()
         context.Process(target=worker, args=(child, args.size, args.steps, render_threads), daemon=True).start()
         parent.send(("task", tasks[0]))  # the first simulators build while torch and LeRobot load

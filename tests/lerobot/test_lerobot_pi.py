@@ -82,6 +82,9 @@ def test_pi05_through_the_server_records_as_in_process(checkpoints: dict[str, Pa
         evaluate_here(tmp_path / "remote", *common, "policy=remote", f"policy.url={announce}", "eval.batch_size=2")
     assert len({o[5] for o in outcomes(tmp_path / "here")}) == 3
     assert outcomes(tmp_path / "remote") == outcomes(tmp_path / "here")
+    # Both ran with cameras drawn only on the steps pi0.5 reads (eval.render=read); drawn at every step, the same.
+    evaluate_here(tmp_path / "every", *pi05, *common, "eval.batch_size=3", "eval.render=every_step")
+    assert outcomes(tmp_path / "every") == outcomes(tmp_path / "here")
 
 
 @pytest.mark.slow

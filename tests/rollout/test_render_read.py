@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from devkit.lerobot_checkpoints import tiny_act, tiny_diffusion
+from devkit.lerobot_checkpoints import PUSHT_ACTION, PUSHT_PIXELS, tiny_act, tiny_diffusion
 from lerobot_hydra.core.errors import UserError
 from tests.conftest import evaluate_here, read_episodes
 from tests.helpers.metaworld_frames import count_frames
@@ -68,6 +68,7 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "metaworld_diffusion": tiny_diffusion(root / "mw_diff", metaworld, ACTION["metaworld"], first_steps=tap),
         "libero_act": tiny_act(root / "lb_act", libero, ACTION["libero"], first_steps=tap),
         "libero_diffusion": tiny_diffusion(root / "lb_diff", libero, ACTION["libero"], first_steps=tap),
+        "pusht_act": tiny_act(root / "pusht_act", PUSHT_PIXELS, PUSHT_ACTION, first_steps=tap),
     }
 
 
@@ -128,6 +129,39 @@ def test_metaworld_pixels_draw_only_the_steps_the_policy_reads(
     # Both resets are drawn, the filmed episode's frame at each of its steps, the other episode's only when read
     # (the call after the step; the last step's observation is never read).
     assert read_frames == 2 + 17 + sum(wanted[1:]) < frames["drawn"] == 2 * (1 + 17)
+
+
+def test_pusht_pixels_draw_only_the_steps_the_policy_reads(
+    checkpoints: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = ("env=pusht", "env.episode_length=17", "eval.n_episodes=2", "eval.batch_size=2", "device=cpu")
+    run = (*run, "eval.max_episodes_rendered=1", "eval.use_async_envs=false", "policy=act")
+    run = (*run, f"policy.path={checkpoints['pusht_act']}")
+    read, read_calls = evaluated(tmp_path, "read", monkeypatch, *run)
+    every, every_calls = evaluated(tmp_path, "every", monkeypatch, *run, "eval.render=every_step")
+    assert_same_runs(tmp_path / "read", tmp_path / "every", read, every)
+    assert [r["steps"] for r in read] == [17, 17]
+    wanted = read_steps(17, 8, 1)
+    assert drawn(read_calls, "observation.image") == [[w, w] for w in wanted]
+    assert drawn(every_calls, "observation.image") == [[True, True]] * 17
+
+
+def test_a_recording_draws_every_step_and_sequential_rounds_only_the_read_ones(
+    checkpoints: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The setting with the two modes it touches: a recording reads every step, so every step is drawn; sequential
+    rounds in one process keep their pools warm between rounds, and each round draws only what is read."""
+    policy = ("policy=act", f"policy.path={checkpoints['metaworld_act']}", "eval.use_async_envs=false")
+    _, recorded_calls = evaluated(tmp_path, "recorded", monkeypatch, *METAWORLD, *policy, "eval.recording=all")
+    assert drawn(recorded_calls, METAWORLD_IMAGE) == [[True, True]] * 17
+    rounds = (*policy, "eval.n_episodes=4", "eval.sequential.stop=threshold", "eval.sequential.threshold=50")
+    rounds = (*rounds, "eval.sequential.round=2", "eval.max_episodes_rendered=0")
+    read, calls = evaluated(tmp_path, "rounds_read", monkeypatch, *METAWORLD, *rounds)
+    every, _ = evaluated(tmp_path, "rounds_every", monkeypatch, *METAWORLD, *rounds, "eval.render=every_step")
+    assert [{k: v for k, v in r.items() if k != "wall_s"} for r in read] == [
+        {k: v for k, v in r.items() if k != "wall_s"} for r in every
+    ]
+    assert len(read) == 4 and drawn(calls, METAWORLD_IMAGE) == [[w, w] for w in read_steps(17, 8, 1)] * 2
 
 
 def test_metaworld_pixels_in_workers_and_through_the_server(
