@@ -142,6 +142,9 @@ def test_smolvla_with_pixels_and_language_through_the_server(tmp_path: Path) -> 
         evaluate_here(tmp_path / "remote", *common, "policy=remote", f"policy.url={announce}", "eval.batch_size=2")
     assert len({o[5] for o in outcomes(tmp_path / "here")}) == 3
     assert outcomes(tmp_path / "remote") == outcomes(tmp_path / "here")
+    # Both drew the camera only on the steps SmolVLA reads (eval.render=read); drawn at every step, the same.
+    evaluate_here(tmp_path / "every", *smolvla, *chunks, *common, "eval.batch_size=3", "eval.render=every_step")
+    assert outcomes(tmp_path / "every") == outcomes(tmp_path / "here")
 
 
 def openpi_codec() -> tuple[Callable[[Any], Any], Callable[[dict], Any]]:
