@@ -4,8 +4,8 @@ robosuite samples a camera observable at one physics substep of each control ste
 observable keeps; turning an observable off and on (`set_enabled`) restarts that timer, so the camera would be
 sampled at another substep and its image would change. Instead every camera keeps its observable and timer, and
 its sensor is swapped, through robosuite's `modify_observable`, for one that draws only when asked and otherwise
-returns a blank image of the same shape. A hard reset (robosuite's default) builds new sensors, so the swap is
-made again after every reset.
+returns a blank image of the same shape. A soft reset (libero_task.py's) keeps the swapped sensors; a hard one
+builds new sensors, so the swap is made again after every reset, and re-wraps a swapped sensor's own.
 """
 
 from __future__ import annotations

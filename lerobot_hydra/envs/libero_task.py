@@ -14,6 +14,7 @@ from lerobot_hydra.envs.base import DrawsOnDemand, TaskSpec
 from lerobot_hydra.envs.libero_cameras import CameraGate
 from lerobot_hydra.envs.libero_init_states import load_init_states
 from lerobot_hydra.envs.libero_pro import load_pro_init_states
+from lerobot_hydra.envs.libero_reset import start_soft_resets_fresh
 
 # No-op steps after placing the init state, so objects that start slightly off their rest pose settle.
 SETTLE_STEPS = 10
@@ -34,7 +35,8 @@ class LiberoTaskEnv(DrawsOnDemand):
     """One LIBERO task in one process: reset places an init state and settles, step reports check_success().
 
     It never resets itself: a successful step ends the episode (terminated) and the caller decides what next.
-    Its cameras are drawn only when asked (libero_cameras.py): at a reset, for its last settling step.
+    Its cameras are drawn only when asked (libero_cameras.py): at a reset, for its last settling step. It resets
+    softly, keeping its simulator, yet each episode is the one a hard reset gives (libero_reset.py).
     """
 
     def __init__(self, config: Any, task: TaskSpec) -> None:  # config: the LiberoEnvConfig (envs/libero.py)
@@ -61,9 +63,12 @@ class LiberoTaskEnv(DrawsOnDemand):
                 camera_widths=config.observation_width,
                 # robosuite refuses to step past its horizon; settling steps count towards it.
                 horizon=SETTLE_STEPS + task.max_steps,
+                hard_reset=False,
             )
+        start_soft_resets_fresh(self._env.env)
         self._last_raw: dict[str, Any] = {}
         self._gate = CameraGate(config.cameras, config.observation_height, config.observation_width)
+        self._gate.install(self._env.env)
         self._frame_drawn = False  # the agentview image of the last step or reset was drawn
 
     @property
@@ -74,6 +79,7 @@ class LiberoTaskEnv(DrawsOnDemand):
         episode_index = int((options or {}).get("episode_index", 0))
         if seed is not None:
             self._env.seed(seed)
+        self._gate.drawn = set()  # what the reset and the init state observe is replaced by the settling steps'
         self._env.reset()
         self._gate.install(self._env.env)
         init_state_id = episode_index % self.n_init_states

@@ -67,6 +67,12 @@ def test_pi_family_evaluates_end_to_end_offline(
     records = sorted(read_episodes(tmp_path / "run"), key=lambda r: r["episode_index"])
     assert [(r["episode_index"], r["steps"]) for r in records] == [(k, length) for k in range(episodes)]
     assert records[0]["sum_reward"] != records[1]["sum_reward"]  # two seeds, two episodes
+    # PushT drew its image only on the steps the chunk was computed (eval.render=read); drawn every step, the same.
+    evaluate_here(
+        tmp_path / "every", *overrides, f"env.episode_length={length}", f"eval.n_episodes={episodes}",
+        "eval.render=every_step",
+    )  # fmt: skip
+    assert outcomes(tmp_path / "every") == outcomes(tmp_path / "run")
 
 
 def test_pi05_through_the_server_records_as_in_process(checkpoints: dict[str, Path], tmp_path: Path) -> None:
