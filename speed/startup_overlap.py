@@ -27,7 +27,7 @@ LIBERO_TINY_ACT = {
 SNIPPET = """
 import functools, json, sys
 from lerobot_hydra.app.autotune import compose
-from lerobot_hydra.vector.task_envs import prestart_workers
+from lerobot_hydra.vector.worker_servers import ServerLease
 from lerobot_hydra.config.schema import instantiate_node
 from lerobot_hydra.core.gl import configure_mujoco_gl
 from lerobot_hydra.rollout.progress import Progress
@@ -38,7 +38,7 @@ if __name__ == "__main__":
     configure_mujoco_gl()
     cfg = compose({overrides!r})
     env_cfg, policy_cfg = instantiate_node(cfg.env), instantiate_node(cfg.policy)
-    prestart_workers(env_cfg)
+    ServerLease().prestart(env_cfg)
     build = functools.partial(policy_cfg.build, env_cfg, "cpu")
     records = []
     settings = LaneSettings(env_cfg, *env_cfg.build_processors(), base_seed=1000, batch_size=2, use_async=True)

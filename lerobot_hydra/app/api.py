@@ -35,7 +35,6 @@ from lerobot_hydra.run.context import open_run
 from lerobot_hydra.run.execute import execute
 from lerobot_hydra.run.pools import KeptPools
 from lerobot_hydra.run.sources import source_for
-from lerobot_hydra.vector.task_envs import stop_worker_servers
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -142,7 +141,7 @@ class Evaluator:
         """The run's parts, rebuilt (and the workers restarted) only when a policy reads other observations."""
         reads = self.live.reads(self.env)
         if self._parts is None or reads != self._reads:
-            self._pools.close()
+            self._pools.clear()
             self._parts = build_run(self.cfg, policy=self.live, env=self.env)
             self._reads = reads
         return self._parts
@@ -159,7 +158,6 @@ class Evaluator:
             return
         self._closed = True
         self._pools.close()
-        stop_worker_servers()
         self.live.live = None
 
     def __enter__(self) -> Self:

@@ -42,7 +42,6 @@ from lerobot_hydra.run.pools import KeptPools
 from lerobot_hydra.run.sink import MemorySink, RecordSink
 from lerobot_hydra.rundir.store import RunStore
 from lerobot_hydra.vector.faults import WorkerFaults, using_worker_faults
-from lerobot_hydra.vector.task_envs import prestart_workers, stop_worker_servers
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -233,10 +232,9 @@ def open_run(
             on_locked()
         if pools is None:
             pools = KeptPools()
-            stack.callback(stop_worker_servers)
             stack.callback(pools.close)
         if eval_cfg.use_async_envs and eval_cfg.batch_size > 1:
-            prestart_workers(parts.run_env)
+            pools.prestart(parts.run_env)
         yield RunContext(
             cfg,
             eval_cfg,

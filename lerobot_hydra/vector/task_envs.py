@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
-import multiprocessing
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -23,40 +21,7 @@ from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.envs.protocol import EPISODES_KEY, RESET_MASK_KEY
 from lerobot_hydra.vector.faults import SubEnvFailed
 from lerobot_hydra.vector.slot_env import SlotEnv
-
-
-def worker_context(config: EnvConfig) -> str:
-    """forkserver keeps GL contexts and CUDA state of the parent out of the workers, and forks them quickly
-    from a server that has imported the benchmark's modules once."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return "spawn"
-    preload = ["lerobot_hydra.vector.forkserver_preload", "lerobot_hydra.vector.task_envs", *config.worker_preload()]
-    multiprocessing.set_forkserver_preload(preload)
-    return "forkserver"
-
-
-def prestart_workers(config: EnvConfig) -> None:
-    """Start the forkserver now, so that its imports overlap the parent's (policy loading, torch)."""
-    if worker_context(config) == "forkserver":
-        from multiprocessing import forkserver
-
-        from lerobot_hydra.vector.worker_signals import job_signals_blocked
-
-        with job_signals_blocked():
-            forkserver.ensure_running()
-
-
-def stop_worker_servers() -> None:
-    """Stops the forkserver and multiprocessing's resource tracker, if running, and waits for them: both otherwise
-    outlive this process by up to a second (they exit when they notice its end). Call once every worker is closed;
-    a later worker start brings them up again."""
-    from multiprocessing import forkserver, resource_tracker
-
-    gc.collect()  # frees the closed workers' shared memory, which the resource tracker would otherwise unlink itself
-    for server in (forkserver._forkserver, resource_tracker._resource_tracker):
-        stop = getattr(server, "_stop", None)  # private, present in CPython 3.8-3.13
-        if stop is not None:
-            stop()
+from lerobot_hydra.vector.worker_servers import worker_context
 
 
 def render_threads_per_worker(n_workers: int) -> int | None:

@@ -72,8 +72,7 @@ COMMON = (
     "env.episode_length=150",
     "eval.n_episodes=30",
     "eval.sequential.round=10",
-    "eval.batch_size=1",
-    "eval.use_async_envs=false",
+    "eval.batch_size=2",  # both sides' workers live at once (issue 46: the first side's close hung)
     "eval.max_episodes_rendered=0",
 )
 
@@ -92,7 +91,7 @@ def race(out: Path, baseline: str, candidate: str) -> subprocess.CompletedProces
         str(out),
     ]
     command = [sys.executable, "-m", "lerobot_hydra.app.paired_sequential", *args, "--", *COMMON]
-    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 

@@ -1,7 +1,8 @@
 """Every pair of run modes composes, or is refused in one line naming both settings, before anything runs.
 
 The modes: a plain run, static shards, dynamic claims, sequential stopping in one process, a sequential sweep, a
-remote policy, recording, the Python API, and a resume after SIGKILL. `PAIRS` has a row for each of the 36 pairs:
+remote policy, recording, the Python API, a resume after SIGKILL, and two runs at once in one process (two
+`Evaluator`s, `evaluate` inside one, the paired comparison's sides). `PAIRS` has a row for each of the 45 pairs:
 the test that shows the pair gives the episodes of the plain run with the same settings (successes and steps
 identical, rewards to 1e-5 relative; a recording holding exactly the episodes of episodes.jsonl), here or elsewhere
 in the suite, or the reason it is refused or is no pair. All runs: MetaWorld state, two tasks, 10 steps an episode,
@@ -25,7 +26,7 @@ from lerobot_hydra.core.errors import UserError
 from tests.conftest import ROOT, _no_leftovers, evaluate_here, read_episodes, read_json, run_eval
 from tests.rundir.test_store import kill_group, start_eval, wait_for
 
-MODES = ("plain", "static", "dynamic", "sequential", "sweep", "remote", "recording", "api", "resume")
+MODES = ("plain", "static", "dynamic", "sequential", "sweep", "remote", "recording", "api", "resume", "twice")
 ENV = [
     "env._target_=tests.helpers.slow_shard_env.SlowShardMetaWorldConfig",
     "+env.step_sleep_s=0.02",
@@ -281,6 +282,7 @@ SHARDING, CLAIMS = "tests/sweeps/test_sharding.py", "tests/sweeps/test_dynamic_c
 SEQ_RUNS, SEQ_SWEEP = "tests/results/test_sequential_runs.py", "tests/sweeps/test_sequential_sweep.py"
 SERVER, SERVER_SLURM = "tests/serving/test_policy_server.py", "tests/serving/test_policy_server_slurm.py"
 RECORDING, RECORDING_KILLS = "tests/rollout/test_recording.py", "tests/rollout/test_recording_kills.py"
+TWICE = "tests/run/test_two_runs.py"
 ROWS: dict[tuple[str, str], str] = {
     ("plain", "static"): f"{SHARDING}::test_local_process_shards_merge_into_the_unsharded_result",
     ("plain", "dynamic"): f"{CLAIMS}::test_shards_started_at_different_times_merge_to_the_unsharded_run",
@@ -318,6 +320,15 @@ ROWS: dict[tuple[str, str], str] = {
     ("recording", "api"): f"{HERE}::test_recording_x_api",
     ("recording", "resume"): f"{RECORDING_KILLS}::test_a_static_shard_killed_and_resumed_records_every_episode_once",
     ("api", "resume"): f"{HERE}::test_api_x_resume",
+    ("twice", "plain"): f"{TWICE}::test_two_evaluators_and_evaluate_inside_one_give_the_plain_runs_episodes",
+    ("twice", "static"): f"{TWICE}::test_two_evaluators_and_evaluate_inside_one_give_the_plain_runs_episodes",
+    ("twice", "dynamic"): f"refused: {HERE}::test_dynamic_claims_x_api_is_refused",
+    ("twice", "sequential"): f"{TWICE}::test_the_paired_comparisons_sides_with_workers_give_their_plain_runs",
+    ("twice", "sweep"): "no pair: a sweep's jobs each run one run, in a process of their own",
+    ("twice", "remote"): f"{TWICE}::test_the_paired_comparison_with_a_served_side",
+    ("twice", "recording"): f"{TWICE}::test_two_evaluators_recording_at_once_record_their_own_episodes",
+    ("twice", "api"): f"{TWICE}::test_two_evaluators_and_evaluate_inside_one_give_the_plain_runs_episodes",
+    ("twice", "resume"): f"{TWICE}::test_a_killed_paired_comparison_resumes_both_sides",
 }
 PAIRS = {frozenset(pair): row for pair, row in ROWS.items()}
 

@@ -1,0 +1,82 @@
+"""multiprocessing's forkserver and resource tracker: the servers that start and watch every worker of this process.
+
+They are shared by every pool of workers in the process: the runs of a paired comparison, two `Evaluator`s, an
+`evaluate` inside an `Evaluator`. Each pool owner holds a `ServerLease` while it may have workers; the servers are
+stopped (and waited for, else they outlive the process by up to a second) when the last lease is released. Stopping
+them earlier would hang: every live worker holds a copy of the forkserver's alive pipe, so the forkserver never sees
+the end-of-file it waits for.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import threading
+
+from lerobot_hydra.envs.base import EnvConfig
+
+_lock = threading.Lock()
+_leases = 0
+
+
+def worker_context(config: EnvConfig) -> str:
+    """forkserver keeps GL contexts and CUDA state of the parent out of the workers, and forks them quickly
+    from a server that has imported the benchmark's modules once."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return "spawn"
+    preload = ["lerobot_hydra.vector.forkserver_preload", "lerobot_hydra.vector.task_envs", *config.worker_preload()]
+    multiprocessing.set_forkserver_preload(preload)
+    return "forkserver"
+
+
+class ServerLease:
+    """One owner's hold on the worker servers; `acquire` and `release` are idempotent."""
+
+    def __init__(self) -> None:
+        self.held = False
+
+    def acquire(self) -> None:
+        global _leases
+        with _lock:
+            if not self.held:
+                self.held = True
+                _leases += 1
+
+    def release(self) -> None:
+        """Gives the hold back; the last one to do so stops the servers. Call once this owner's workers are closed."""
+        global _leases
+        with _lock:
+            if not self.held:
+                return
+            self.held = False
+            _leases -= 1
+            if _leases == 0:
+                _stop_servers()
+
+    def prestart(self, config: EnvConfig) -> None:
+        """Holds the servers and starts the forkserver now, so that its imports overlap the parent's (policy
+        loading, torch)."""
+        if worker_context(config) != "forkserver":
+            return
+        self.acquire()
+        from multiprocessing import forkserver
+
+        from lerobot_hydra.vector.worker_signals import job_signals_blocked
+
+        with job_signals_blocked():
+            forkserver.ensure_running()
+
+
+def leases_held() -> int:
+    """How many owners hold the servers now (0: none, and they are stopped)."""
+    return _leases
+
+
+def _stop_servers() -> None:
+    from multiprocessing import forkserver, resource_tracker
+
+    gc.collect()  # frees the closed workers' shared memory, which the resource tracker would otherwise unlink itself
+    for server in (forkserver._forkserver, resource_tracker._resource_tracker):
+        stop = getattr(server, "_stop", None)  # private, present in CPython 3.8-3.13
+        if stop is not None:
+            stop()
