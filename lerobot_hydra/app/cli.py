@@ -53,7 +53,8 @@ def describe_hydra_error(ex: BaseException) -> str | None:
                     return f"eval.shard_id must be integers, got {value}"
                 return f"eval.num_shards must be an integer, got {value}"
             if isinstance(cause, (ConfigKeyError, ConfigAttributeError)):
-                return f"unknown key '{key or text}'; check the spelling with: python eval.py --cfg job"
+                shown = "hydra" if (key or text).startswith("hydra.") else "job"  # --cfg job shows no hydra.* key
+                return f"unknown key '{key or text}'; check the spelling with: python eval.py --cfg {shown}"
             return f"bad value for '{key}': {_first(cause)}"
         if text.startswith("Ambiguous value for argument"):
             arg = text.split("'", 1)[1].rstrip("'")
