@@ -46,13 +46,14 @@ def check_fits(params: dict[str, Any], asker: str, prefix: str, nodes: list[Node
     """One line when a job of these launcher settings (`prefix`.<key>, asked for by `asker`) fits no node of its
     partition (the default one when `partition` is unset)."""
     partition = params.get("partition")
-    mine = [n for n in nodes if (n.partition == partition if partition else n.default)]
+    wanted = str(partition).split(",") if partition else []  # sbatch takes a list: the job runs in any of them
+    mine = [n for n in nodes if (n.partition in wanted if wanted else n.default)]
     if not mine:
         if partition:
             known = ", ".join(sorted({n.partition for n in nodes}))
             raise UserError(f"no SLURM partition '{partition}' ({prefix}.partition); partitions: {known}")
         return
-    name = mine[0].partition
+    name = ",".join(dict.fromkeys(n.partition for n in mine))
     tasks = int(params.get("tasks_per_node") or 1)
     cpus = int(params.get("cpus_per_task") or 1) * tasks
     most_cpus = max(n.cpus for n in mine)

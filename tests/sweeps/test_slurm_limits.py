@@ -24,6 +24,7 @@ def test_a_job_larger_than_every_node_of_its_partition_is_one_line() -> None:
     with pytest.raises(UserError, match=r"^hydra/launcher=slurm_cpu asks 4 CPUs a job .* at most 2: .* pending"):
         check_fits(slurm_cpu, "hydra/launcher=slurm_cpu", "hydra.launcher", nodes)
     check_fits({**slurm_cpu, "partition": "big"}, "hydra/launcher=slurm_cpu", "hydra.launcher", nodes)
+    check_fits({**slurm_cpu, "partition": "local,big"}, "hydra/launcher=slurm_cpu", "hydra.launcher", nodes)
     check_fits({**slurm_cpu, "cpus_per_task": 2}, "hydra/launcher=slurm_cpu", "hydra.launcher", nodes)
     with pytest.raises(UserError, match=r"asks 600 GB a job \(hydra.launcher.mem_gb\)"):
         check_fits({**slurm_cpu, "partition": "big", "mem_gb": 600}, "x", "hydra.launcher", nodes)
