@@ -3,7 +3,7 @@ synthetic batches, and evaluated every N steps on MetaWorld through one `lerobot
 processes and simulators stay up between evaluations.
 
     python examples/train_and_eval.py --steps 40 --eval-every 20
-    python examples/train_and_eval.py logger=wandb          # into the W&B run the loop starts (--wandb)
+    python examples/train_and_eval.py --wandb logger=wandb  # into the offline W&B run the loop starts
 
 Anything after the options is an eval.py override (env, eval, logger, seed); see docs/training.md.
 """

@@ -145,6 +145,12 @@ def recommend(probes: list[Probe], cpus: int, gpus: int, n_tasks: int, gl: str, 
             f"eval.max_parallel_tasks={lanes}: the policy takes {100 * share:.0f}% of each step on the GPU; "
             f"{lanes} tasks at once keep it busy while the others simulate ({cpus} CPUs allow {spare_cpus})"
         )
+    elif chosen.batch_size == 1:
+        lanes = 1
+        reasons.append(
+            "eval.max_parallel_tasks=1: at eval.batch_size=1 the env runs in the shard's own process (no workers), "
+            "where lanes would share one interpreter; more shards use the other CPUs"
+        )
     else:
         lanes = max(1, min(n_tasks, spare_cpus))
         why = "policy inference is cheap" if share < 0.25 else "the policy runs on the CPU"
@@ -152,11 +158,8 @@ def recommend(probes: list[Probe], cpus: int, gpus: int, n_tasks: int, gl: str, 
             f"eval.max_parallel_tasks={lanes}: {why} ({100 * share:.0f}% of a step); each lane needs "
             f"{chosen.batch_size} workers + 1 inference thread and there are {cpus} CPUs"
         )
-    shards = max(1, gpus)
-    reasons.append(
-        f"shards per node: {shards}: "
-        + (f"one per GPU ({gpus} visible)" if gpus else "one shard already uses every CPU through its workers")
-    )
+    shards, why_shards = _shards(chosen.batch_size, lanes, cpus, gpus)
+    reasons.append(f"shards per node: {shards}: {why_shards}")
     render_note = ""
     render_probe = next((p for p in probes if p.render_s is not None), None)
     if render_probe is not None:
@@ -165,6 +168,20 @@ def recommend(probes: list[Probe], cpus: int, gpus: int, n_tasks: int, gl: str, 
         f"MUJOCO_GL={gl}: " + ("an NVIDIA GPU renders through EGL" if gl == "egl" else "CPU rendering") + render_note
     )
     return Recommendation(chosen.batch_size, lanes, shards, gl, reasons)
+
+
+def _shards(batch_size: int, lanes: int, cpus: int, gpus: int) -> tuple[int, str]:
+    """Shards per node and why: one per GPU; on CPUs, as many as the CPUs hold, a shard using its lanes' workers
+    and inference threads (or one CPU, with its env in process at batch 1)."""
+    if gpus:
+        return gpus, f"one per GPU ({gpus} visible)"
+    if batch_size == 1:
+        return cpus, f"a shard at eval.batch_size=1 simulates in its own process on about one CPU; {cpus} CPUs"
+    per_shard = lanes * (batch_size + 1)
+    if per_shard >= cpus:
+        return 1, f"one shard already uses every CPU through its workers ({per_shard} processes, {cpus} CPUs)"
+    shards = cpus // per_shard
+    return shards, f"a shard uses {per_shard} CPUs ({lanes} lane(s) x {batch_size} workers + 1 inference thread)"
 
 
 def run(overrides: list[str]) -> Recommendation:

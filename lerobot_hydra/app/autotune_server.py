@@ -8,7 +8,8 @@ Two measurements on this machine, with the env and policy of the config:
   (`ChunkPolicy.infer`: pre-processing, the forward pass, post-processing) for B rows of a real observation;
   a policy the server cannot serve is refused as the server refuses it.
 The recommendation keeps the load below SAFETY of the capacity: N shards with N·λ/k <= SAFETY·μ(B), at the batch
-size B that allows the most shards (the smallest such B), and only a B that N shards can fill (N·batch_size >= B).
+size B that allows the most shards (the smallest such B), and only a B that N shards can fill (N·batch_size >= B);
+when one shard alone asks more than that, the fastest B one shard fills (the server is the bottleneck).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def recommend_server(
             options.append((n, -b))
     shards, neg_b = max(options)
     batch = -neg_b
+    if shards * demand > SAFETY * throughput[batch]:  # overloaded at any batch: the fastest batch one shard fills
+        batch = max((b for n, b in ((n, -nb) for n, nb in options) if n == shards), key=lambda b: throughput[b])
     rec = ServerRecommendation(obs_per_s, steps_per_request, env_batch_size, dict(throughput), shards, batch)
     capacity = SAFETY * throughput[batch]
     load = f"{shards} x {demand:,.1f} = {shards * demand:,.1f} requests/s"
@@ -74,8 +77,8 @@ def recommend_server(
     else:
         rec.reasons.append(
             f"shards per server: 1: one shard already asks {demand:,.1f} requests/s, above {SAFETY:.0%} of the "
-            f"best the server answers ({capacity:,.1f}/s at batch {batch}); the server is the bottleneck: give it a "
-            "faster device, or fewer sub-envs per shard"
+            f"best the server answers at a batch one shard fills ({capacity:,.1f}/s at batch {batch}); the server "
+            "is the bottleneck: give it a faster device, or fewer sub-envs per shard"
         )
     best = max(throughput, key=lambda b: throughput[b])
     if batch == best:

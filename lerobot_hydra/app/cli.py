@@ -53,7 +53,8 @@ def describe_hydra_error(ex: BaseException) -> str | None:
                     return f"eval.shard_id must be integers, got {value}"
                 return f"eval.num_shards must be an integer, got {value}"
             if isinstance(cause, (ConfigKeyError, ConfigAttributeError)):
-                return f"unknown key '{key or text}'; check the spelling with: python eval.py --cfg job"
+                shown = "hydra" if (key or text).startswith("hydra.") else "job"  # --cfg job shows no hydra.* key
+                return f"unknown key '{key or text}'; check the spelling with: python eval.py --cfg {shown}"
             return f"bad value for '{key}': {_first(cause)}"
         if text.startswith("Ambiguous value for argument"):
             arg = text.split("'", 1)[1].rstrip("'")
@@ -121,7 +122,7 @@ def one_line_errors() -> Iterator[None]:
 
     Hydra has no public hook for how `@hydra.main` reports an error: it prints it (over several lines) and exits,
     unless the documented environment variable HYDRA_FULL_ERROR=1 is set, when it raises it. So we set that variable
-    and report here; when the user set it, everything raises untouched (tests/app/test_error_reporting.py pins it).
+    and report here; when the user set it, everything raises untouched (tests/sweeps/test_launchers.py pins it).
     """
     describe = os.environ.get("HYDRA_FULL_ERROR") != "1" or os.environ.get(OURS) == "1"
     if describe:

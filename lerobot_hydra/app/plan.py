@@ -32,21 +32,34 @@ def measured_discordance(a: Path, b: Path) -> tuple[float, int]:
 
 def plan_lines(p: float, d: float, alpha: float, power: float, discordances: list[float]) -> list[str]:
     """The plan, as printed lines (rates and differences in fractions)."""
+    unpaired = exact_unpaired_n(p, d, alpha, power)
     lines = [
         f"Detect a drop of {100 * d:g} points from {100 * p:g}% with {100 * power:g}% power at alpha {alpha:g}"
         " (two-sided):",
-        f"  unpaired (independent episodes, Fisher's test): {exact_unpaired_n(p, d, alpha, power)} episodes per task "
+        f"  unpaired (independent episodes, Fisher's test): {unpaired} episodes per task "
         f"and policy (exact Fisher test; Fleiss's approximation: {unpaired_n(p, d, alpha, power)})",
     ]
     for psi in discordances:
         if psi < d:
             lines.append(f"  paired, discordance {100 * psi:g}%: impossible (a drop of d needs at least d discordant)")
             continue
+        paired = exact_paired_n(psi, d, alpha, power)
         lines.append(
-            f"  paired, discordance {100 * psi:g}%: {exact_paired_n(psi, d, alpha, power)} episode pairs per task "
+            f"  paired, discordance {100 * psi:g}%: {paired} episode pairs per task "
             f"(exact McNemar test; Connor's approximation: {paired_n(psi, d, alpha, power)})"
         )
+        if paired > unpaired and psi > independent_discordance(p, d) + 1e-6:
+            lines.append(
+                f"    more than unpaired: {100 * psi:g}% of pairs disagree, more than the "
+                f"{100 * independent_discordance(p, d):.3g}% independent episodes at these rates would give (the two "
+                "policies fail on different episodes), so pairing costs episodes here: plan the unpaired size"
+            )
     return lines
+
+
+def independent_discordance(p: float, d: float) -> float:
+    """The share of discordant pairs when the two policies' episodes are independent (rates p and p - d)."""
+    return p * (1 - (p - d)) + (p - d) * (1 - p)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.discordance is not None:
             discordances = [args.discordance / 100]
         else:
-            independent = p * (1 - (p - d)) + (p - d) * (1 - p)
+            independent = independent_discordance(p, d)
             discordances = sorted({min(1.0, k * d) for k in (1, 2, 4)} | {round(independent, 4)})
             notes.append("  (paired: assumed discordances; the last is what independent episodes would give)")
         print("\n".join([*plan_lines(p, d, args.alpha, args.power, discordances), *notes]))

@@ -36,6 +36,7 @@ Every module names these through here; tests/rundir/test_layout.py checks no oth
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 # Run dir.
 EPISODES_FILE = "episodes.jsonl"
@@ -51,8 +52,10 @@ REPORT_FILE = "report.html"
 SUCCESS_PLOT = "success_by_task.png"
 STEPS_PLOT = "steps_to_success.png"
 VIDEO_DIR = "videos"
+JOB_LOG = "eval.log"
 
 # Sweep dir.
+MULTIRUN_FILE = "multirun.yaml"
 SUMMARY_FILE = "sweep_summary.json"
 SWEEP_CSV = "sweep_results.csv"
 SWEEP_HEATMAP = "sweep_heatmap.png"
@@ -94,3 +97,9 @@ def parse_shard_file_name(name: str) -> tuple[int, int] | None:
 def video_path(group: str, task_id: int | str, episode_index: int) -> str:
     """An episode's video, relative to the run dir."""
     return f"{VIDEO_DIR}/{group}_{task_id}/episode_{episode_index}.mp4"
+
+
+def only_hydra_files(root: Path) -> bool:
+    """`root` holds nothing but job logs and Hydra's multirun.yaml (in it or in dirs under it): what Hydra wrote
+    before a run or sweep that was refused."""
+    return all(p.is_dir() or p.name in (JOB_LOG, MULTIRUN_FILE) for p in root.rglob("*"))

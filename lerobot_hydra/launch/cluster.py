@@ -20,9 +20,13 @@ from typing import Any
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+from omegaconf import OmegaConf
 
+from lerobot_hydra.core.errors import UserError, did_you_mean
 from lerobot_hydra.launch.outcomes import SUBMITTED, failed_jobs, say_sacct_warning_once, stopped_waiting
 from lerobot_hydra.launch.shards import shard_sweep_total, with_num_shards
+from lerobot_hydra.launch.slurm_limits import check_partition
+from lerobot_hydra.rundir.job_files import remove_refused
 
 log = logging.getLogger(__name__)
 # Executor settings every submitit executor takes unprefixed; the others get the cluster's prefix (slurm_partition).
@@ -46,8 +50,12 @@ class SubmititSweep:
         assert self.config is not None
         jobs_overrides = with_num_shards(job_overrides, shard_sweep_total(list(self.config.hydra.overrides.task)))
         say_sacct_warning_once()
-        executor = self._executor()
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        try:
+            executor = self._executor()
+        except UserError:
+            remove_refused(sweep_dir)  # what Hydra wrote there (multirun.yaml)
+            raise
         log.info(f"Submitit '{self._EXECUTOR}' sweep output dir : {sweep_dir}")
         sweep_dir.mkdir(parents=True, exist_ok=True)
         if "mode" in self.config.hydra.sweep:
@@ -74,7 +82,26 @@ class SubmititSweep:
 
         cluster = self._EXECUTOR
         params = {k: v for k, v in self.params.items() if k != "submitit_folder"}
+        launcher = OmegaConf.select(self.config, "hydra.runtime.choices", default={}).get("hydra/launcher", cluster)
+        check_settings(cluster, params, launcher)
+        if cluster == "slurm":
+            check_partition(params, f"hydra/launcher={launcher}", "hydra.launcher")  # else pending, silently
         init = {f"{cluster}_{k}": params.pop(k) for k in INIT_PARAMETERS & set(params)}
         executor = submitit.AutoExecutor(folder=self.params["submitit_folder"], cluster=cluster, **init)
         executor.update_parameters(**{k if k in SHARED_PARAMETERS else f"{cluster}_{k}": v for k, v in params.items()})
         return executor
+
+
+def check_settings(cluster: str, params: dict[str, Any], launcher: str) -> None:
+    """A setting added with `+hydra.launcher.<key>=` that the plugin's schema lacks: one line, before anything is
+    submitted or created (submitit would raise it as a NameError deep in the launch)."""
+    from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf, SlurmQueueConf
+
+    schema = {"local": LocalQueueConf, "slurm": SlurmQueueConf}[cluster]
+    known = sorted(f.name for f in dataclasses.fields(schema) if not f.name.startswith("_"))
+    unknown = [k for k in params if k not in known]
+    if unknown:
+        raise UserError(
+            f"unknown launcher setting 'hydra.launcher.{unknown[0]}'{did_you_mean(unknown[0], known)}; see the "
+            f"settings hydra/launcher={launcher} takes with: python eval.py hydra/launcher={launcher} --cfg hydra"
+        )

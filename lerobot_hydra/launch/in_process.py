@@ -10,12 +10,14 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from hydra.core.utils import JobReturn, configure_log, filter_overrides, run_job, setup_globals
+from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
+from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.launch.shards import shard_sweep_total, with_num_shards
+from lerobot_hydra.rundir.job_files import remove_refused
 
 log = logging.getLogger(__name__)
 
@@ -57,4 +59,16 @@ class InProcessLauncher(Launcher):
                 )
             )
             configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+        refuse_if_refused(runs, Path(str(config.hydra.sweep.dir)))
         return runs
+
+
+def refuse_if_refused(runs: Sequence[JobReturn], sweep_dir: Path) -> None:
+    """When the sweep's first failed job was refused (a `UserError`, e.g. more shards than episodes), that error,
+    raised here: Hydra would print its multi-line "Error executing job with overrides" before our one line. A
+    sweep dir left with nothing but what Hydra wrote goes."""
+    failed = next((r for r in runs if r.status == JobStatus.FAILED), None)
+    # `_return_value` holds a failed job's exception; the `return_value` property prints that line, then raises it.
+    if failed is not None and isinstance(failed._return_value, UserError):
+        remove_refused(sweep_dir)
+        raise failed._return_value

@@ -34,6 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 from lerobot_hydra.config.schema import SequentialConfig
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.labels import combination_label
+from lerobot_hydra.core.layout import MULTIRUN_FILE
 from lerobot_hydra.launch.one_policy_rounds import OnePolicyRounds
 from lerobot_hydra.launch.round_decisions import Rounds, Settings, pair_combinations
 from lerobot_hydra.launch.shards import shard_sweep_total, with_num_shards
@@ -82,7 +83,7 @@ class SequentialSweep(Sweeper):
         jobs = expand(arguments)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        OmegaConf.save(self.config, sweep_dir / MULTIRUN_FILE)
         labels = [combination_label(job) for job in jobs]
         n_max, round_size, one = self._sizes(jobs, labels)
         state: Rounds | OnePolicyRounds

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import hashlib
 import importlib.util
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -77,6 +78,8 @@ class LoggerConfig(abc.ABC):
 
     # (module, extra) a sink needs installed: checked when the loggers are built, before anything runs.
     requires: ClassVar[tuple[str, str] | None] = None
+    # The oldest Python its extra installs on (None: any): below it, installing the extra is no fix.
+    requires_python: ClassVar[tuple[int, int] | None] = None
 
     @abc.abstractmethod
     def build(self) -> ExperimentLogger:
@@ -130,6 +133,13 @@ def _check_installed(config: LoggerConfig, key: str) -> None:
     if config.requires is None or importlib.util.find_spec(config.requires[0]) is not None:
         return
     module, extra = config.requires
+    if config.requires_python is not None and sys.version_info[:2] < config.requires_python:
+        version = ".".join(map(str, config.requires_python))
+        raise UserError(
+            f"{key} needs the package '{module}', which needs Python >= {version} here (the '{extra}' extra installs "
+            f"nothing on this Python {sys.version_info.major}.{sys.version_info.minor}): run with Python >= {version} "
+            f"or leave {key} out of {LOGGER_KEY}"
+        )
     raise UserError(
         f"{key} needs the package '{module}', which is not installed: install it with pip install -e \".[{extra}]\" "
         f"or leave {key} out of {LOGGER_KEY}"

@@ -38,6 +38,7 @@ class TrackioLoggerConfig(LoggerConfig):
     prefix: str = "eval"
 
     requires = ("trackio", "trackio")  # checked before the run; a broken install is a warning when logging
+    requires_python = (3, 12)  # the extra's marker (pyproject.toml): LeRobot 0.4.4 pins huggingface-hub too low
 
     def __post_init__(self) -> None:
         if self.max_videos < 0:

@@ -19,7 +19,14 @@ EXPORT_SUFFIXES = {"markdown": ".md", "latex": ".tex", "csv": ".csv"}
 # Column kinds: text, int, pc (a rate or share in percent), diff (a difference in points), ci (a (low, high) pair in
 # percent or points), p (a p-value), num (a number such as a median step count).
 KINDS = ("text", "int", "pc", "diff", "ci", "p", "num")
-_LATEX_SPECIAL = {c: "\\" + c for c in "&%$#_{}"} | {"\\": r"\textbackslash{}", "~": r"\textasciitilde{}"}
+# `<` and `>` in math mode: in text mode, under LaTeX's default font encoding (OT1), they typeset as ¡ and ¿.
+_LATEX_SPECIAL = {c: "\\" + c for c in "&%$#_{}"} | {
+    "\\": r"\textbackslash{}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": "$<$",
+    ">": "$>$",
+}
 
 
 @dataclass(frozen=True)

@@ -5,18 +5,26 @@ run takes its lock (conf/config.yaml sets `hydra.output_subdir: null`), so a pro
 the identity check of a resume, would overwrite the saved overrides of the run that owns the dir (and the resume
 and merge commands built from them). Here the same files, with the content Hydra writes, are saved by the
 process that holds the lock, after its identity check; log lines are held in memory until then and written to
-the job log only by that process. A refused process adds nothing to the dir: its error goes to the terminal.
+the job log only by that process. A refused process adds nothing to the dir: its error goes to the terminal, and
+the dir goes when Hydra made it for this process alone (nothing but its job log in it).
 """
 
 from __future__ import annotations
 
 import logging
 import logging.handlers
+import shutil
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from lerobot_hydra.core.layout import HYDRA_CONFIG_FILE, HYDRA_DIR, HYDRA_HYDRA_FILE, HYDRA_OVERRIDES_FILE
+from lerobot_hydra.core.layout import (
+    HYDRA_CONFIG_FILE,
+    HYDRA_DIR,
+    HYDRA_HYDRA_FILE,
+    HYDRA_OVERRIDES_FILE,
+    only_hydra_files,
+)
 
 
 class JobFiles:
@@ -75,6 +83,16 @@ class JobFiles:
         self._files = []
 
     def __exit__(self, *exc: object) -> None:
-        # Never locked (refused, or stopped before): its lines stay out of a log that is not its own.
+        # Never locked (refused, or stopped before): its lines stay out of a log that is not its own, and the dir
+        # Hydra made for it goes when nothing else is in it.
         if not self._saved:
             self._release(write=False)
+            remove_refused(self.run_dir)
+
+
+def remove_refused(root: Path) -> None:
+    """The dir of a run or sweep refused before it wrote anything: removed with what Hydra wrote there (job logs,
+    multirun.yaml). A dir holding anything else, the working directory and the dirs above it stay."""
+    root, here = root.resolve(), Path.cwd().resolve()
+    if root.is_dir() and root != here and root not in here.parents and only_hydra_files(root):
+        shutil.rmtree(root, ignore_errors=True)

@@ -26,6 +26,7 @@ from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.layout import SERVER_ANNOUNCE_FILE, SERVER_DIR, SERVER_JOB_FILE, SERVER_LOG_DIR
 from lerobot_hydra.launch.outcomes import UNFINISHED
+from lerobot_hydra.launch.slurm_limits import check_partition
 
 SERVE_MODULE = "lerobot_hydra.app.serve"
 # Executor settings every submitit executor takes unprefixed (the others get the cluster's prefix, as in Hydra's
@@ -185,6 +186,8 @@ def _submit_submitit(launcher: dict[str, Any], cluster: str, folder: Path, comma
     import submitit
 
     init = {f"{cluster}_max_num_timeout": launcher.pop("max_num_timeout")} if "max_num_timeout" in launcher else {}
+    if cluster == "slurm":  # a job no node can hold would stay pending while the sweep waits for it to listen
+        check_partition(launcher, "the policy server job", "policy_server.launcher")
     executor = submitit.AutoExecutor(folder=folder / SERVER_LOG_DIR / "%j", cluster=cluster, **init)
     launcher.setdefault("name", SERVER_JOB_NAME)
     params = {k if k in BASE_PARAMETERS else f"{cluster}_{k}": v for k, v in launcher.items() if v is not None}

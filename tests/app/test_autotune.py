@@ -18,6 +18,14 @@ def test_smallest_batch_within_reach_of_the_best_is_chosen() -> None:
     assert len(rec.reasons) == 4 and all(r.strip() for r in rec.reasons)
 
 
+def test_in_process_envs_leave_cpus_to_more_shards() -> None:
+    # Batch 1 (in process, no workers) beats batch 2 on two busy cores: one CPU a shard, two shards.
+    probes = [Probe(1, 0.010, 0.001, None, 100), Probe(2, 0.024, 0.001, None, 100)]
+    rec = recommend(probes, cpus=2, gpus=0, n_tasks=2, gl="osmesa", device="cpu")
+    assert rec.batch_size == 1 and rec.max_parallel_tasks == 1 and rec.shards_per_node == 2
+    assert "workers" not in rec.reasons[2] and rec.reasons[2].startswith("shards per node: 2: ")
+
+
 def test_a_gpu_bound_policy_gets_parallel_tasks_and_one_shard_per_gpu() -> None:
     probes = [Probe(8, 0.010, 0.030, 0.08, 300)]
     rec = recommend(probes, cpus=64, gpus=4, n_tasks=40, gl="egl", device="cuda")

@@ -1,4 +1,5 @@
-"""The package's layers: imports point down the stack (docs/architecture.md), never up."""
+"""The package's layers: imports point down the stack (docs/architecture.md), never up; modules and functions stay
+small."""
 
 from __future__ import annotations
 
@@ -70,3 +71,15 @@ def test_no_function_is_over_60_lines() -> None:
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}() has {lines} lines")
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
+
+
+MAX_MODULE_LINES = 300
+
+
+def test_no_module_is_over_300_lines() -> None:
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_MODULE_LINES:
+            long.append(f"{path.relative_to(ROOT)} has {lines} lines")
+    assert not long, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(long)

@@ -45,7 +45,19 @@ def test_bad_settings_exit_2_with_one_line_naming_the_setting(tmp_path: Path, ar
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
-    assert not (tmp_path / "out" / "episodes.jsonl").exists() and not (tmp_path / "out" / "eval_info.json").exists()
+    assert not (tmp_path / "out").exists()  # the dir Hydra made for the refused run (its empty log) is gone
+
+
+def test_a_sweep_with_more_shards_than_episodes_is_one_line_and_leaves_no_dir(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    proc = run_eval(
+        "env.task=reach-v3", "eval.n_episodes=2", "eval.shard_id=0,1,2",
+        out_dir=sweep, multirun=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()  # no Hydra "Error executing job with overrides" line before ours
+    assert line.startswith("error: eval.num_shards=3 exceeds the 2 episodes of this run"), line
+    assert not sweep.exists()
 
 
 @pytest.mark.parametrize(("args", "expected"), BAD_SETTINGS[1:])

@@ -20,7 +20,7 @@ from lerobot_hydra.merge.summary import SweepEntry, sweep_summary
 from lerobot_hydra.merge.summary_export import write_exports
 from lerobot_hydra.results.aggregate import aggregate
 from lerobot_hydra.results.eval_info import to_eval_info
-from lerobot_hydra.results.export import escape
+from lerobot_hydra.results.export import Table, escape, latex
 
 N = 20
 
@@ -152,3 +152,10 @@ def test_a_sweep_writes_its_tables_beside_its_summary(tmp_path: Path) -> None:
     assert "policy=policy_b vs baseline policy=policy_a" in md and "| policy=policy_c | 20 | 35.0 |" in md
     single = sweep_summary(entries[:2], tmp_path, None)
     assert "many_policies" not in single and "many_policies_missing" not in single
+
+
+def test_latex_sets_a_small_p_value_in_math_mode() -> None:
+    """With LaTeX's default font encoding (OT1) a text-mode `<` typesets as an inverted exclamation mark."""
+    tex = latex(Table("Paired test < 1 > 0", [("task", "text"), ("p", "p")], [["reach", 1e-6], ["push", 0.5]]))
+    assert r"reach & $<$0.0001 \\" in tex and "Paired test $<$ 1 $>$ 0" in tex
+    assert not re.search(r"(?<!\$)[<>]", tex)

@@ -97,6 +97,16 @@ def test_plan_prints_unpaired_and_paired_sizes(capsys) -> None:
     assert "give 0 < baseline <= 100" in capsys.readouterr().err
 
 
+def test_plan_says_why_a_paired_size_exceeds_the_unpaired_one(capsys) -> None:
+    # 40% of pairs disagree, above the 22% of independent episodes at 90% vs 85%: pairing costs episodes.
+    assert plan_main(["--baseline", "90", "--drop", "5", "--discordance", "40"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert exact_paired_n(0.4, 0.05) > 721 and lines[2].startswith("  paired, discordance 40%:")
+    assert lines[3].startswith("    more than unpaired: 40% of pairs disagree, more than the 22% independent episodes")
+    assert plan_main(["--baseline", "90", "--drop", "5", "--discordance", "10"]) == 0
+    assert "more than unpaired" not in capsys.readouterr().out
+
+
 def test_plan_measures_the_discordance_on_two_earlier_paired_runs(tmp_path: Path, capsys) -> None:
     from lerobot_hydra.core.records import EpisodeRecord
     from lerobot_hydra.results.aggregate import aggregate

@@ -37,8 +37,13 @@ def test_a_batch_the_shards_cannot_fill_is_not_recommended() -> None:
 
 def test_a_server_slower_than_one_shard_is_named_the_bottleneck() -> None:
     rec = recommend_server(100.0, 1, 2, {1: 10.0, 2: 15.0})
-    assert rec.shards == 1 and rec.max_batch_size == 1
-    assert "the server is the bottleneck" in rec.reasons[0]
+    # One shard of 2 rows fills batch 2, the fastest: the recommendation and its reason agree with the table.
+    assert rec.shards == 1 and rec.max_batch_size == 2
+    assert "the server is the bottleneck" in rec.reasons[0] and "(12.0/s at batch 2)" in rec.reasons[0]
+    assert rec.reasons[1].startswith("serve.max_batch_size=2: the highest measured throughput (15.0/s)")
+    # One row per shard never fills batch 2: batch 1, named the best a batch it fills answers.
+    rec = recommend_server(100.0, 1, 1, {1: 10.0, 2: 15.0})
+    assert rec.max_batch_size == 1 and "(8.0/s at batch 1)" in rec.reasons[0]
     assert sweep_command(["policy=act"], rec, 10) == ["python", "eval.py", "policy=act"]
 
 

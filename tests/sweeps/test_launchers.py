@@ -150,3 +150,19 @@ def test_errors_are_one_line_unless_the_user_asks_hydra_for_everything(tmp_path:
     inherited = {"HYDRA_FULL_ERROR": "1", "LEROBOT_HYDRA_DESCRIBES_ERRORS": "1"}
     child = run_eval("env=nope", check=False, timeout=120, env=inherited)
     assert child.returncode == 2 and child.stderr.startswith("error: unknown env 'nope'"), child.stderr
+
+
+@pytest.mark.parametrize("plus", ["+", ""])
+def test_a_launcher_setting_typo_is_one_line_naming_cfg_hydra(tmp_path: Path, plus: str) -> None:
+    """docs/launchers.md: one `error:` line, exit 2; `--cfg hydra` (not `--cfg job`) shows the launcher's settings."""
+    sweep = tmp_path / "sweep"
+    typo = f"{plus}hydra.launcher.timeout_mn=5"
+    proc = run_eval(
+        "hydra/launcher=local_shards", typo, "env.task=reach-v3", "eval.n_episodes=1",
+        out_dir=sweep, multirun=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: unknown ") and "'hydra.launcher.timeout_mn'" in line, line
+    assert "--cfg hydra" in line, line
+    assert not sweep.exists()  # refused before the sweep dir is made
