@@ -7,7 +7,6 @@ in sequential rounds; its refusals are one line. vla-eval installs on the Python
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -85,7 +84,7 @@ def in_process(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str,
     env = LiberoEnvConfig(task="libero_spatial", task_ids=[0, 1], observation_height=64, observation_width=64)
     policy = InProcess(libero(env, PARAMS), CHUNK)
     out = tmp_path_factory.mktemp("in_process")
-    overrides = [*RUN[1:], "eval.n_episodes=2", "env.processors.pre=[]", "eval.max_episodes_rendered=0"]
+    overrides = [*RUN, "eval.n_episodes=2", "env.processors.pre=[]", "eval.max_episodes_rendered=0"]
     lerobot_hydra.evaluate(policy, overrides, out_dir=out)
     return read_episodes(next(out.iterdir())), canonical(policy.traces)
 
@@ -157,7 +156,7 @@ def test_served_run_equals_in_process_unsharded_sharded_and_sequential(
     run_eval(
         *RUN, *served(url), "eval.n_episodes=2", "eval.num_shards=2", "eval.shard_id=0,1", out_dir=sweep, multirun=True
     )
-    shards = [r for shard in sorted(sweep.glob("*/episodes.jsonl")) for r in read_episodes(shard.parent)]
+    shards = [r for shard in sorted(sweep.rglob("episodes.jsonl")) for r in read_episodes(shard.parent)]
     assert sorted(map(outcome, shards)) == sorted(map(outcome, want))
     assert canonical(traces_since(log, start)) == want_traces
 
@@ -231,17 +230,3 @@ def test_a_server_that_answers_error_or_hangs(tmp_path: Path) -> None:
             assert str(err.value).startswith(
                 f"the vla-eval model server at {url} sent no action within policy.timeout_s=2 s"
             )
-
-
-def test_no_server_there_is_one_line() -> None:
-    from lerobot_hydra.serving.vla_eval.client import VlaEvalPolicyConfig
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with pytest.raises(
-        UserError,
-        match=rf"^no vla-eval model server answered at ws://127.0.0.1:{port} within "
-        r"policy.connect_timeout_s=0.5 \(ConnectionRefusedError",
-    ):
-        _ = VlaEvalPolicyConfig(url=f"ws://127.0.0.1:{port}", connect_timeout_s=0.5).server
