@@ -6,10 +6,6 @@ in sequential rounds; its refusals are one line. vla-eval installs on the Python
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,28 +14,18 @@ import numpy as np
 import pytest
 
 from lerobot_hydra.core.errors import UserError
-from tests.conftest import ROOT, evaluate_here, outcome, read_episodes, run_eval
+from tests.conftest import evaluate_here, outcome, read_episodes, run_eval
+from tests.helpers.vla_eval_server import canonical, lines, served, start_server, traces_since
 
 pytest.importorskip("vla_eval", reason="vla-eval 0.8.0 (the vlaeval extra) is installed on the Python 3.12 line")
 pytest.importorskip("libero", reason="needs the libero extra")
 pytestmark = [pytest.mark.libero]
 
 TASKS = ["env=libero", "env.task=libero_spatial", "env.task_ids=[0,1]", "device=cpu"]
-RUN = [*TASKS, "env.episode_length=7", "env.observation_height=64", "env.observation_width=64", "eval.batch_size=2"]
+RUN = [*TASKS, "env.episode_length=7", "env.observation_height=64", "env.observation_width=64", "eval.n_episodes=2"]
+BATCHED = ["eval.batch_size=2"]  # two sessions at once, their observations sent before either answer is read
+IN_PROCESS = ["eval.batch_size=1", "eval.use_async_envs=false"]  # no workers to start: the cheapest LIBERO run
 CHUNK = 3
-
-
-def start_server(tmp: Path, mode: str = "normal", log: Path | None = None) -> tuple[subprocess.Popen, str]:
-    """vla-eval's websocket loop serving the deterministic model (tests/helpers/vla_eval_server.py)."""
-    port_file = tmp / f"port-{mode}"
-    args = [sys.executable, "-m", "tests.helpers.vla_eval_server", "--port-file", str(port_file), "--mode", mode]
-    args += ["--chunk", str(CHUNK), *(["--log", str(log)] if log is not None else [])]
-    process = subprocess.Popen(args, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    deadline = time.monotonic() + 120
-    while not port_file.exists():
-        assert process.poll() is None and time.monotonic() < deadline, "the vla-eval server did not start"
-        time.sleep(0.1)
-    return process, f"ws://127.0.0.1:{port_file.read_text()}"
 
 
 @pytest.fixture(scope="module")
@@ -52,30 +38,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     process.wait(30)
 
 
-def served(url: str) -> list[str]:
-    return ["policy=vla_eval", f"policy.url={url}", "policy.connect_timeout_s=60", "policy.timeout_s=60"]
-
-
-def traces_since(log: Path, start: int) -> list[tuple[int, list[Any]]]:
-    from tests.helpers.vla_eval_server import served_traces
-
-    lines = log.read_text().splitlines()[start:]
-    part = log.with_suffix(f".{start}")
-    part.write_text("".join(line + "\n" for line in lines))
-    return served_traces(part)
-
-
-def lines(log: Path) -> int:
-    return len(log.read_text().splitlines()) if log.exists() else 0
-
-
-def canonical(traces: list[tuple[int, list[Any]]]) -> list[str]:
-    return sorted(repr(t) for t in traces)
-
-
 @pytest.fixture(scope="module")
 def in_process(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], list[str]]:
-    """The same model in process (no server), on the same runs' episodes."""
+    """The same model in process (no server), on the same episodes (one at a time: an episode does not depend on its
+    batch)."""
     import lerobot_hydra
     from lerobot_hydra.envs.libero import LiberoEnvConfig
     from lerobot_hydra.serving.vla_eval.conventions import libero
@@ -84,7 +50,7 @@ def in_process(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str,
     env = LiberoEnvConfig(task="libero_spatial", task_ids=[0, 1], observation_height=64, observation_width=64)
     policy = InProcess(libero(env, PARAMS), CHUNK)
     out = tmp_path_factory.mktemp("in_process")
-    overrides = [*RUN, "eval.n_episodes=2", "env.processors.pre=[]", "eval.max_episodes_rendered=0"]
+    overrides = [*RUN, *IN_PROCESS, "env.processors.pre=[]", "eval.max_episodes_rendered=0"]
     lerobot_hydra.evaluate(policy, overrides, out_dir=out)
     return read_episodes(next(out.iterdir())), canonical(policy.traces)
 
@@ -147,22 +113,20 @@ def test_served_run_equals_in_process_unsharded_sharded_and_sequential(
     assert len(want) == 4 and len(want_traces) == 4 and all(len(t) > 10 for t in want_traces)
 
     start = lines(log)
-    run_eval(*RUN, *served(url), "eval.n_episodes=2", out_dir=tmp_path / "plain")
+    run_eval(*RUN, *BATCHED, *served(url), out_dir=tmp_path / "plain")
     assert sorted(map(outcome, read_episodes(tmp_path / "plain"))) == sorted(map(outcome, want))
     assert canonical(traces_since(log, start)) == want_traces
 
     start = lines(log)
     sweep = tmp_path / "sweep"
-    run_eval(
-        *RUN, *served(url), "eval.n_episodes=2", "eval.num_shards=2", "eval.shard_id=0,1", out_dir=sweep, multirun=True
-    )
+    run_eval(*RUN, *IN_PROCESS, *served(url), "eval.num_shards=2", "eval.shard_id=0,1", out_dir=sweep, multirun=True)
     shards = [r for shard in sorted(sweep.rglob("episodes.jsonl")) for r in read_episodes(shard.parent)]
     assert sorted(map(outcome, shards)) == sorted(map(outcome, want))
     assert canonical(traces_since(log, start)) == want_traces
 
     start = lines(log)
-    rounds = ["eval.n_episodes=2", "eval.sequential.stop=threshold", "eval.sequential.threshold=50"]
-    info = evaluate_here(tmp_path / "rounds", *RUN, *served(url), *rounds, "eval.sequential.round=1")
+    rounds = ["eval.sequential.stop=threshold", "eval.sequential.threshold=50", "eval.sequential.round=1"]
+    info = evaluate_here(tmp_path / "rounds", *RUN, *IN_PROCESS, *served(url), *rounds)
     got = info["episodes"]
     assert got and set(map(outcome, got)) <= set(map(outcome, want))
     assert set(canonical(traces_since(log, start))) <= set(want_traces)

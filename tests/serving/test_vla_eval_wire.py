@@ -122,3 +122,45 @@ def test_settings_are_checked() -> None:
         VlaEvalPolicyConfig(url="localhost:8000")
     with pytest.raises(UserError, match="policy.image_format must be one of png, jpeg, raw"):
         VlaEvalPolicyConfig(url="ws://h:1", image_format="webp")
+
+
+LIBERO_SERVER = {
+    "model_server": "LiberoModel",
+    "action_spec": {
+        "position": {"name": "position", "dims": 3, "format": "delta_xyz"},
+        "rotation": {"name": "rotation", "dims": 3, "format": "axis_angle"},
+        "gripper": {"name": "gripper", "dims": 1, "format": "binary_close_positive"},
+    },
+    "observation_spec": {"image": {"name": "image", "dims": 0, "format": "rgb_hwc_uint8"}},
+}
+
+
+def test_metaworld_and_pusht_conventions() -> None:
+    """MetaWorld sends its camera upright as rendered, its 4-D state and the text; a server whose actions hold a
+    rotation does not fit it, nor one asking for a wrist camera; PushT needs its image and state as a map."""
+    from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig
+    from lerobot_hydra.envs.pusht import PushTEnvConfig
+    from lerobot_hydra.serving.vla_eval.conventions import convention_for
+    from lerobot_hydra.serving.vla_eval.specs import check_specs
+
+    metaworld = MetaWorldEnvConfig(task="reach-v3", features_map={"pixels": "observation.image"})
+    convention = convention_for(metaworld, {"send_state": True})
+    raw = {"pixels": np.arange(2 * 4 * 4 * 3, dtype=np.uint8).reshape(2, 4, 4, 3), "agent_pos": np.ones((2, 4))}
+    sent = convention.observation(raw, 1, "reach the goal")
+    assert sent["task_description"] == "reach the goal" and np.array_equal(sent["images"]["corner2"], raw["pixels"][1])
+    assert np.array_equal(sent["states"], np.ones(4)) and convention.action_dim == 4
+    assert convention.reads == {"observation.image", "observation.agent_pos"}
+    with pytest.raises(
+        UserError, match=r"does not fit MetaWorld: action rotation: the server produces axis_angle\(3\)"
+    ):
+        check_specs(LIBERO_SERVER, "ws://h:1", convention.env_name, convention.observation_spec, convention.action_spec)
+    with pytest.raises(UserError, match="asks send_wrist_image, which MetaWorld here does not offer"):
+        convention_for(metaworld, {"send_wrist_image": True})
+    with pytest.raises(UserError, match="use env.obs_type=pixels_agent_pos"):
+        convention_for(MetaWorldEnvConfig(task="reach-v3", obs_type="pixels"), {"send_state": True})
+
+    pusht = PushTEnvConfig(gym_id="gym_pusht/PushT-v0", gym_kwargs={"obs_type": "pixels_agent_pos"})
+    convention = convention_for(pusht, {"send_state": True})
+    assert convention.action_dim == 2 and set(convention.observation_spec) == {"top", "language", "state"}
+    with pytest.raises(UserError, match="use env.gym_kwargs.obs_type=pixels_agent_pos"):
+        convention_for(PushTEnvConfig(gym_id="gym_pusht/PushT-v0", gym_kwargs={"obs_type": "state"}), {})
