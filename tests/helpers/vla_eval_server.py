@@ -4,10 +4,11 @@ vla-eval's own `serve_async` (its websocket loop, sessions and chunk buffer):
     python -m tests.helpers.vla_eval_server --port-file <file> [--mode normal] [--chunk 3] [--log <file>]
 
 Its chunk is a smooth function of the observation (state, both images' means, the instruction's length), with a
-gripper that changes sign. `--mode` is `normal` or a comma list of: `error` (ERROR for task 1's observations),
-`hang` (never answers an observation), `quat` (declares a quaternion state, which LIBERO does not send),
-`metaworld` (serves MetaWorld: one camera, 4-D state and action). With `--log`, every observation it receives is a
-JSON line (its episode, task, state and image sums: `trace`). `InProcess` runs the same model without a server.
+gripper that changes sign. `--mode` is `normal` or a comma list of: `error` (ERROR for the observations of LIBERO's
+task 1 and MetaWorld's push-v3), `hang` (never answers an observation), `quat` (declares a quaternion state, which
+LIBERO does not send), `metaworld` (serves MetaWorld: one camera, 4-D state and action). With `--log`, every
+observation it receives is a JSON line (its episode, task, state and image sums: `trace`). `InProcess` runs the
+same model without a server.
 """
 
 from __future__ import annotations
@@ -73,9 +74,13 @@ def model_server(mode: str, chunk: int, log: Path | None = None) -> Any:
         def __init__(self) -> None:
             super().__init__(chunk_size=chunk)
             self.tasks: dict[str, int] = {}
+            self.failing: set[str] = set()  # sessions running a task that `error` fails
 
         async def on_episode_start(self, config: dict[str, Any], ctx: Any) -> None:
-            self.tasks[ctx.session_id] = int(config["task"]["task_id"])
+            task = config["task"]
+            self.tasks[ctx.session_id] = int(task["task_id"])
+            failing = task["task_id"] == 1 or task["suite"] == "push-v3"
+            (self.failing.add if failing else self.failing.discard)(ctx.session_id)
             await super().on_episode_start(config, ctx)
 
         async def on_observation(self, obs: dict[str, Any], ctx: Any) -> None:
@@ -86,8 +91,8 @@ def model_server(mode: str, chunk: int, log: Path | None = None) -> Any:
             await super().on_observation(obs, ctx)
 
         def predict(self, obs: dict[str, Any], ctx: Any) -> dict[str, Any]:
-            if "error" in flags and self.tasks.get(ctx.session_id) == 1:
-                raise RuntimeError("this model fails on task 1")
+            if "error" in flags and ctx.session_id in self.failing:
+                raise RuntimeError("this model fails on this task")
             if "hang" in flags:
                 time.sleep(3600)
             return {"actions": chunk_of(obs, chunk)}

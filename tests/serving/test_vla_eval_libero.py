@@ -6,6 +6,9 @@ in sequential rounds; its refusals are one line. vla-eval installs on the Python
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -187,10 +190,64 @@ def test_a_server_that_answers_error_or_hangs(tmp_path: Path) -> None:
             process.terminate()
             process.wait(30)
         if mode == "error":
-            assert err.value.slot == 1 and "answered ERROR: observation_failed: RuntimeError: this model fails" in str(
-                err.value
+            assert (
+                err.value.slot == 1
+                and "answered ERROR: observation_failed: RuntimeError: this model fails on this task" in str(err.value)
             )
         else:
             assert str(err.value).startswith(
                 f"the vla-eval model server at {url} sent no action within policy.timeout_s=2 s"
             )
+
+
+@pytest.mark.slow
+@pytest.mark.lerobot
+def test_vla_eval_lerobot_server_serving_a_tiny_act(tmp_path: Path) -> None:
+    """vla-eval's own LeRobot model server (`python -m vla_eval.model_servers.lerobot`) serving a tiny ACT built
+    offline: its HELLO asks for the wrist image and the state, which LIBERO here sends, and eval.py runs its episodes.
+    (The episodes differ from `policy=act` in process by design: vla-eval's LIBERO state folds the quaternion and its
+    gripper is made +-1, see docs/vla-eval.md; the deterministic server above shows the transport exact.)"""
+    pytest.importorskip("lerobot")
+    from devkit.lerobot_checkpoints import tiny_act
+    from lerobot_hydra.envs.libero import LiberoEnvConfig
+    from lerobot_hydra.serving.vla_eval.client import VlaEvalPolicyConfig
+
+    features = {
+        "observation.images.image": ("VISUAL", (3, 64, 64)),
+        "observation.images.image2": ("VISUAL", (3, 64, 64)),
+        "observation.state": ("STATE", (8,)),
+    }
+    checkpoint = tiny_act(tmp_path / "act", features, (7, 0.0, 0.5))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    keys = '{"agentview": "observation.images.image", "wrist": "observation.images.image2"}'
+    args = ["--address", f"127.0.0.1:{port}", "--args.policy_type=act", f"--args.checkpoint={checkpoint}"]
+    args += ["--args.device=cpu", f"--args.image_keys={keys}"]
+    process = subprocess.Popen([sys.executable, "-m", "vla_eval.model_servers.lerobot", *args])
+    url = f"ws://127.0.0.1:{port}"
+    try:
+        config = VlaEvalPolicyConfig(url=url, connect_timeout_s=120)
+        env = LiberoEnvConfig(task="libero_spatial", observation_height=64, observation_width=64)
+        assert config.server["model_server"] == "LeRobotModelServer"
+        assert set(config.convention(env).cameras) == {"agentview", "wrist"} and config.reads(env) == {
+            "observation.images.image",
+            "observation.images.image2",
+            "observation.state",
+        }
+        overrides = [
+            *TASKS[:2],
+            "env.task_ids=[0]",
+            "device=cpu",
+            "env.episode_length=5",
+            "eval.n_episodes=1",
+            *IN_PROCESS,
+        ]
+        run_eval(
+            *overrides, "env.observation_height=64", "env.observation_width=64", *served(url), out_dir=tmp_path / "run"
+        )
+    finally:
+        process.terminate()
+        process.wait(30)
+    [record] = read_episodes(tmp_path / "run")
+    assert record["steps"] == 5 and not record.get("error")

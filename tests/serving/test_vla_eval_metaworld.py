@@ -49,8 +49,8 @@ def test_served_metaworld_equals_in_process(tmp_path: Path) -> None:
 
 
 def test_a_server_error_is_an_error_episode(tmp_path: Path) -> None:
-    """The server's ERROR on task 1's observations: each of its episodes runs once more, then is recorded as an
-    error episode (exit code 3); task 0's episodes are evaluated as usual."""
+    """The server's ERROR on push-v3's observations: each of its episodes runs once more, then is recorded as an
+    error episode (exit code 3); reach-v3's episodes are evaluated as usual."""
     from lerobot_hydra.core.errors import EPISODE_ERRORS_EXIT
 
     process, url = start_server(tmp_path, "metaworld,error", chunk=4)
@@ -61,13 +61,13 @@ def test_a_server_error_is_an_error_episode(tmp_path: Path) -> None:
         process.wait(30)
     assert proc.returncode == EPISODE_ERRORS_EXIT, proc.stderr
     records = read_episodes(tmp_path / "run")
-    assert sorted((r["task_id"], r["episode_index"], bool(r.get("error"))) for r in records) == [
-        (0, 0, False),
-        (0, 1, False),
-        (1, 0, True),
-        (1, 1, True),
+    assert sorted((r["task_group"], r["episode_index"], bool(r.get("error"))) for r in records) == [
+        ("push-v3", 0, True),
+        ("push-v3", 1, True),
+        ("reach-v3", 0, False),
+        ("reach-v3", 1, False),
     ]
     errors = {r["error"] for r in records if r.get("error")}
-    failure = "observation_failed: RuntimeError: this model fails on task 1"
+    failure = "observation_failed: RuntimeError: this model fails on this task"
     assert errors == {f"the vla-eval model server at {url} answered ERROR: {failure}"}
     assert all(r["error_step"] == 1 for r in records if r.get("error"))
