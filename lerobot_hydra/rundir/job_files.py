@@ -16,6 +16,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from lerobot_hydra.core.job_log import OffConsole
 from lerobot_hydra.core.layout import HYDRA_CONFIG_FILE, HYDRA_DIR, HYDRA_HYDRA_FILE, HYDRA_OVERRIDES_FILE
 
 
@@ -30,6 +31,8 @@ class JobFiles:
         self._root = logging.getLogger()
         self._files: list[logging.FileHandler] = []
         self._buffer = logging.handlers.MemoryHandler(capacity=1 << 30, flushLevel=logging.CRITICAL + 1)
+        self._consoles: list[logging.Handler] = []
+        self._off_console = OffConsole()
         self._saved = False
 
     def __enter__(self) -> JobFiles:
@@ -44,6 +47,12 @@ class JobFiles:
             for handler in self._files:
                 self._root.removeHandler(handler)
             self._root.addHandler(self._buffer)
+            # With a job log, the lines meant for it alone (core/job_log.py) stay off the console.
+            self._consoles = [
+                h for h in self._root.handlers if h is not self._buffer and not isinstance(h, logging.FileHandler)
+            ]
+            for handler in self._consoles:
+                handler.addFilter(self._off_console)
         return self
 
     def save(self) -> None:
@@ -78,3 +87,6 @@ class JobFiles:
         # Never locked (refused, or stopped before): its lines stay out of a log that is not its own.
         if not self._saved:
             self._release(write=False)
+        for handler in self._consoles:
+            handler.removeFilter(self._off_console)
+        self._consoles = []
