@@ -20,6 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 from lerobot_hydra.config.validation import (
     check_devices,
     check_env_values,
+    check_finite,
     check_policy_fits_env,
     check_seeds,
     check_sequential,
@@ -174,6 +175,7 @@ def _first_line(err: Exception) -> str:
 def validate(cfg: DictConfig, sweep_rounds: bool = False) -> EvalConfig:
     """Reject every bad value before any simulator, policy or file is created. Returns the typed eval config.
     `sweep_rounds`: a job of hydra/sweeper=sequential, whose sweep decides each round on every shard's episodes."""
+    check_finite(cfg)
     for name in cfg.eval.keys():
         if name not in {f.name for f in dataclasses.fields(EvalConfig)}:
             valid = [f.name for f in dataclasses.fields(EvalConfig)]

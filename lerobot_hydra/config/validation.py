@@ -4,10 +4,12 @@ simulator, policy or file is created, and each failure is one `UserError` line n
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig
+from omegaconf.errors import OmegaConfBaseException
 
 from lerobot_hydra.core.errors import UserError
 
@@ -15,6 +17,25 @@ from lerobot_hydra.core.errors import UserError
 MAX_SEED = 2**32 - 1
 # Env keys that, where a benchmark has them, must be positive integers (null meaning "the benchmark's own").
 POSITIVE_ENV_KEYS = ("episode_length", "observation_height", "observation_width", "fps")
+
+
+def check_finite(node: DictConfig | ListConfig, prefix: str = "") -> None:
+    """No setting is NaN or infinite (OmegaConf reads `nan`, `inf` as floats): the run's identity, shard files,
+    records, eval_info.json and logger payloads are strict JSON, which has no such numbers."""
+    keys = node.keys() if isinstance(node, DictConfig) else range(len(node))
+    for key in keys:
+        try:
+            value = node[key]  # type: ignore[index]
+        except OmegaConfBaseException:
+            continue  # missing (???) or not resolvable here: checked where it is used
+        name = f"{prefix}[{key}]" if isinstance(node, ListConfig) else f"{prefix}.{key}".lstrip(".")
+        if isinstance(value, (DictConfig, ListConfig)):
+            check_finite(value, name)
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise UserError(
+                f"{name}={value} is not a finite number, which the run's JSON files cannot hold; give a finite "
+                f"number, or quote it to mean the text: '{name}=\"{value}\"'"
+            )
 
 
 def check_seeds(seed: int, n_episodes: int) -> None:

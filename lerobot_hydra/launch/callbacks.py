@@ -90,6 +90,8 @@ class MergeShards(Callback):
             sys.exit(1)
         for note in result.notes:
             print(f"note: {note}", file=sys.stderr)
+        for warning in result.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         if result.ok and result.n_errors:
             print(f"lerobot_hydra: {episode_errors_line(result.n_errors)}", file=sys.stderr)
             sys.exit(EPISODE_ERRORS_EXIT)

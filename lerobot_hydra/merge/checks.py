@@ -167,6 +167,26 @@ def _recorded_twice(shard: Shard) -> list[str]:
     return []
 
 
+def unplanned_records(combo: Combination) -> list[str]:
+    """A warning for each shard whose episodes.jsonl holds records of episodes it did not plan (lines copied or
+    concatenated by hand): its shard file holds the planned ones only, so the merge leaves those out."""
+    if combo.dynamic:
+        return []  # a shard claiming dynamically records whatever it claims
+    warnings = []
+    for shard in combo.shards:
+        blocks = {b.key: b.episodes for b in shard.plan}
+        path = shard.dir / EPISODES_FILE
+        extra = sorted({r.unit for r in read_jsonl(path) if r.unit[2] not in blocks.get(r.unit[:2], ())})
+        if extra:
+            group, task_id, index = extra[0]
+            more = f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""
+            warnings.append(
+                f"{path} holds a record of episode {index} of task {group}/{task_id}{more}, outside the plan of "
+                f"{shard.name} (copied or concatenated by hand?); left out of the merge"
+            )
+    return warnings
+
+
 def _unit(unit: EpisodeKey) -> str:
     group, task_id, episode = unit
     return f"{group}/{task_id} #{episode}"

@@ -36,12 +36,14 @@ from lerobot_hydra.merge.checks import (
     conflicting_labels,
     group_combinations,
     missing_shards,
+    unplanned_records,
 )
 from lerobot_hydra.merge.duplicates import drop_identical_copies
 from lerobot_hydra.merge.rounds import final_summary, sweep_baseline
 from lerobot_hydra.merge.summary_export import sweep_tables
 from lerobot_hydra.results.aggregate import Results, aggregate
 from lerobot_hydra.results.export import FORMATS, render_all
+from lerobot_hydra.results.export_tables import results_table
 from lerobot_hydra.rollout import provenance
 from lerobot_hydra.rundir.lock import DirLock
 from lerobot_hydra.rundir.shard_file import ShardFileError, find_shard_files, load_shard
@@ -55,6 +57,8 @@ class MergeResult:
     missing: int = 0
     # What the merge did that a user should know of (an episode recorded twice, identically, merged once).
     notes: list[str] = field(default_factory=list)
+    # Records the merge left out, one line per file (a record outside its shard's plan).
+    warnings: list[str] = field(default_factory=list)
     # (combination, merged results) of every combination that passed its checks
     merged: list[tuple[Combination, Results]] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
@@ -121,6 +125,7 @@ def merge_sweep(
             continue
         missing = missing_shards(combo, sweep_dir)
         result.notes.extend(drop_identical_copies(combo))
+        result.warnings.extend(unplanned_records(combo))
         problems = check_combination(combo, sweep_dir)
         if not problems and not missing:
             accept = shell_command(["lerobot-hydra-merge", "--accept-version-mismatch", str(sweep_dir)])
@@ -229,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         "--format",
         choices=FORMATS,
         default="console",
-        help="also print the sweep summary's tables as markdown, latex or csv (sweep_summary.md/.tex/.csv hold them)",
+        help="also print, as markdown, latex or csv, the sweep summary's tables (sweep_summary.md/.tex/.csv hold "
+        "them), or with one configuration (sharded or not) its results table",
     )
     args = parser.parse_args(argv)
     if args.check and args.format != "console":
@@ -243,18 +249,34 @@ def main(argv: list[str] | None = None) -> int:
     )
     for note in result.notes:
         print(f"note: {note}")
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     for problem in result.problems:
         print(f"error: {problem}", file=sys.stderr)
     if args.check and result.ok:
         print(f"{args.sweep_dir}: {len(result.merged)} combination(s), every shard complete and consistent")
-    if not args.check and result.ok and not result.written and len(result.merged) == 1:
-        combo = result.merged[0][0]
-        print(f"{args.sweep_dir}: one unsharded run, nothing to merge; its results: {combo.shards[0].dir}")
-    summary_path = args.sweep_dir / SUMMARY_FILE
-    if result.ok and args.format != "console" and len(result.merged) > 1 and summary_path.is_file():
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
-        print(render_all(sweep_tables(summary), args.format), end="", flush=True)
+    if not args.check and result.ok:
+        _print_tables(result, args.sweep_dir, args.format)
     return 0 if result.ok else 1
+
+
+def _print_tables(result: MergeResult, sweep_dir: Path, fmt: str) -> None:
+    """With --format, the tables on stdout: the sweep summary's for several combinations, else the one run's
+    results table (sharded or not), as `lerobot-hydra-compare <dir> --format ...` prints it."""
+    if not result.written and len(result.merged) == 1:
+        where = result.merged[0][0].shards[0].dir
+        note = f"{sweep_dir}: one unsharded run, nothing to merge; its results: {where}"
+        print(note, file=sys.stdout if fmt == "console" else sys.stderr)
+    if fmt == "console":
+        return
+    summary_path = sweep_dir / SUMMARY_FILE
+    if len(result.merged) == 1:
+        tables = [results_table(result.merged[0][1], f"Results of {sweep_dir}")]
+    elif summary_path.is_file():
+        tables = sweep_tables(json.loads(summary_path.read_text(encoding="utf-8")))
+    else:
+        return
+    print(render_all(tables, fmt), end="", flush=True)
 
 
 def cli() -> None:

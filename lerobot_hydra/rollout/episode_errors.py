@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.core.job_log import JOB_LOG_ONLY
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import EnvConfig
 from lerobot_hydra.envs.build_errors import env_label
@@ -94,7 +95,13 @@ class EpisodeErrors:
                 what,
             )
         if err.traceback and not retry:
-            log.info("the traceback of the %s simulator's failure %s:\n%s", env_label(self.config), what, err.traceback)
+            log.info(
+                "the traceback of the %s simulator's failure %s:\n%s",
+                env_label(self.config),
+                what,
+                err.traceback,
+                extra=JOB_LOG_ONLY,
+            )
         return retry
 
     def _stop_error(self, err: SubEnvFailed, unit: Unit | None, step: int) -> UserError:

@@ -153,14 +153,20 @@ class _Segment:
             record = error_record(unit, err, step, init_state, wall_s)
             self.bars.started(unit.task)
             try:
-                self.ctx.on_record(record)
+                self._recorded(unit.task, record)
             except TaskBroken as broken:  # its first episodes all failed: its others are left for a rerun
                 log.warning("%s", broken.line)
                 units = [u for u in units if u.task.key != broken.key]
                 self.schedule.drop(broken.key)
-            self.bars.recorded(unit.task, record)
         self.schedule.put_back(units)
         self._replace([err.slot])
+
+    def _recorded(self, task: TaskSpec, record: EpisodeRecord) -> None:
+        """A finished episode to the run, and counted in its task's progress even when the run then stops on it."""
+        try:
+            self.ctx.on_record(record)
+        finally:
+            self.bars.recorded(task, record)
 
     def _drop_in_flight(self) -> list[Unit]:
         """Every episode in flight, dropped (their films aborted), to start again from their reset."""
@@ -244,8 +250,7 @@ class _Segment:
                 running[i] = None
                 record = episode.record()
                 episode.hand_over(record)
-                self.ctx.on_record(record)
-                self.bars.recorded(episode.task, record)
+                self._recorded(episode.task, record)
                 self._free(i, episode.task, starts)
         if starts:
             self._start(starts, first=False)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from lerobot_hydra.core.job_log import OffConsole
 from lerobot_hydra.core.layout import (
     HYDRA_CONFIG_FILE,
     HYDRA_DIR,
@@ -38,6 +39,8 @@ class JobFiles:
         self._root = logging.getLogger()
         self._files: list[logging.FileHandler] = []
         self._buffer = logging.handlers.MemoryHandler(capacity=1 << 30, flushLevel=logging.CRITICAL + 1)
+        self._consoles: list[logging.Handler] = []
+        self._off_console = OffConsole()
         self._saved = False
 
     def __enter__(self) -> JobFiles:
@@ -52,6 +55,12 @@ class JobFiles:
             for handler in self._files:
                 self._root.removeHandler(handler)
             self._root.addHandler(self._buffer)
+            # With a job log, the lines meant for it alone (core/job_log.py) stay off the console.
+            self._consoles = [
+                h for h in self._root.handlers if h is not self._buffer and not isinstance(h, logging.FileHandler)
+            ]
+            for handler in self._consoles:
+                handler.addFilter(self._off_console)
         return self
 
     def save(self) -> None:
@@ -87,6 +96,10 @@ class JobFiles:
         # Hydra made for it goes when nothing else is in it.
         if not self._saved:
             self._release(write=False)
+        for handler in self._consoles:
+            handler.removeFilter(self._off_console)
+        self._consoles = []
+        if not self._saved:
             remove_refused(self.run_dir)
 
 

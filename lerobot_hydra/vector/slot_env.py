@@ -152,12 +152,15 @@ class SlotEnv(gym.Env):
     def task_description(self) -> str:
         return self._task.description if self._task else ""
 
-    def _close_sim(self) -> None:
+    def _close_sim(self, release: bool = True) -> None:
         self._reset_ahead = None
         env, self._env = self._env, None  # dropped even when its close raises (a simulator that failed)
         if env is not None:
             env.close()
-            release_memory()
+            if release:
+                release_memory()
 
     def close(self) -> None:
-        self._close_sim()
+        # The sub-env's end: no next simulator to make room for, so no full collection (in the main process, an
+        # in-process sub-env's, it searches torch's and LeRobot's half a million objects: a second or more).
+        self._close_sim(release=False)

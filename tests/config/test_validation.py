@@ -30,6 +30,8 @@ BAD_SETTINGS = [
     (["env=pusht"], DEFAULT_POLICY_LINE),
     (["env=libero"], DEFAULT_POLICY_LINE),
     (["env=libero", "policy=random", "env.task_ids=[]"], "env.task_ids is empty"),
+    # OmegaConf reads nan and inf as floats, which no JSON file of the run can hold.
+    (["env=gym", "policy=random", "+env.gym_kwargs.mode=nan"], "env.gym_kwargs.mode=nan is not a finite number"),
     (
         ["env.task=reach-v3", "eval.n_episodes=2", "eval.shard_id=2", "eval.num_shards=3"],
         "eval.num_shards=3 exceeds the 2 episodes of this run",
@@ -90,6 +92,12 @@ def test_bad_settings_are_refused_in_one_line_naming_the_setting(
         (["eval.step_timeout_s=0"], r"^eval.step_timeout_s must be positive, got 0.0$"),
         (["eval.worker_retries=-1"], r"^eval.worker_retries must be 0 or more, got -1$"),
         (["eval.on_error=skip"], r"^eval.on_error must be record or stop, got 'skip'$"),
+        (
+            ["eval.step_timeout_s=inf"],
+            r"^eval.step_timeout_s=inf is not a finite number, .*'eval.step_timeout_s=\"inf\"'$",
+        ),
+        (["env=gym", "policy=random", "+env.gym_kwargs.bounds=[0,-inf]"], r"^env.gym_kwargs.bounds\[1\]=-inf is not"),
+        (["policy=random", "+policy.scale=NaN"], r"^policy.scale=nan is not a finite number"),
     ],
 )
 def test_out_of_range_settings_are_refused_before_anything_is_built(

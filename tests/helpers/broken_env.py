@@ -1,6 +1,6 @@
 """A tiny Gymnasium env that is broken on purpose, registered on import (`env.package=tests.helpers.broken_env`):
 episodes reset with an odd seed get a NaN reward at their second step (NanReward-v0), or raise at their third
-(Unstable-v0)."""
+(Unstable-v0); MissingAsset-v0 raises at every reset."""
 
 from __future__ import annotations
 
@@ -39,3 +39,18 @@ class UnstableEnv(NanRewardEnv):
 
 
 gym.register("Unstable-v0", entry_point=UnstableEnv, max_episode_steps=5)
+
+
+class MissingAssetEnv(NanRewardEnv):
+    """Every reset raises, as a simulator whose asset file is missing does."""
+
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, render_mode: str | None = None) -> None:
+        self.render_mode = render_mode
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        raise FileNotFoundError("missing asset: /nowhere/scene.xml")
+
+
+gym.register("MissingAsset-v0", entry_point=MissingAssetEnv, max_episode_steps=5)

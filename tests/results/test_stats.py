@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
+from scipy.special import ndtri
 from scipy.stats import binomtest, fisher_exact
 
 from lerobot_hydra.core.errors import UserError
@@ -15,6 +16,8 @@ from lerobot_hydra.results.aggregate import aggregate
 from lerobot_hydra.results.eval_info import to_eval_info
 from lerobot_hydra.results.pairing import ResultSet, compare, pairing_problem
 from lerobot_hydra.results.stats import (
+    CONFIDENCE,
+    Z95,
     PairCounts,
     mcnemar_exact_p,
     paired_difference,
@@ -62,6 +65,13 @@ def test_success_intervals_are_scipys_wilson_interval() -> None:
     ci = binomtest(3, 7).proportion_ci(method="wilson")
     assert info["overall"]["ci95_pc_success"] == pytest.approx([100 * ci.low, 100 * ci.high])
     assert wilson_interval(0, 0) == (0.0, 1.0)
+    # The closed form (no scipy.stats import in a run) is scipy's interval for every count up to 60 episodes.
+    assert Z95 == float(ndtri(1 - (1 - CONFIDENCE) / 2))
+    for n in range(1, 61):
+        for wins in range(n + 1):
+            ci = binomtest(wins, n).proportion_ci(confidence_level=CONFIDENCE, method="wilson")
+            low, high = wilson_interval(wins, n)
+            assert math.isclose(low, ci.low, abs_tol=1e-15) and math.isclose(high, ci.high, abs_tol=1e-15)
 
 
 def test_result_sets_pair_only_on_the_same_tasks_episodes_seeds_and_initial_states() -> None:

@@ -103,6 +103,22 @@ def test_a_run_whose_first_episodes_all_fail_stops_in_one_line(tmp_path: Path) -
     assert [(r["episode_index"], r["error_step"]) for r in read_episodes(tmp_path)] == [(0, 3), (1, 3), (2, 3)]
 
 
+def test_simulator_tracebacks_go_to_the_job_log_and_the_console_shows_one_line_each(tmp_path: Path) -> None:
+    # Every reset raises (a missing asset): each episode fails twice, the run stops after its first three.
+    args = ("env=gym", "env.package=tests.helpers.broken_env", "env.gym_id=MissingAsset-v0", "policy=random")
+    proc = run_eval(*args, "eval.n_episodes=4", "eval.batch_size=2", out_dir=tmp_path, check=False)
+    console = proc.stdout + proc.stderr
+    assert proc.returncode == 2, console
+    assert "Traceback" not in console and "raise FileNotFoundError" not in console, console
+    assert len(re.findall(r"WARNING\] - the MissingAsset-v0 simulator failed", console)) == 6, console
+    assert re.search(r"MissingAsset-v0: 3/4 episodes, - success, 3 error episode\(s\)", console), console
+    assert [line for line in proc.stderr.splitlines() if line.strip()][-1].startswith(
+        "error: the first 3 episodes of this run all failed in the simulator"
+    ), proc.stderr
+    log = (tmp_path / "eval.log").read_text()
+    assert log.count("Traceback (most recent call last)") == 3 and "missing asset: /nowhere/scene.xml" in log
+
+
 # CartPole with random actions; task 0's episode 1 fails at every attempt, episode 2 at its first only.
 FAULTY = (
     "env=gym",

@@ -323,6 +323,45 @@ def test_corrupt_and_duplicated_shard_sets_are_refused(local_sweep: Path, tmp_pa
             assert merged["overall"]["n_episodes"] == read_json(local_sweep / "eval_info.json")["overall"]["n_episodes"]
 
 
+def test_a_record_outside_its_shards_plan_is_left_out_of_the_merge_with_one_warning(
+    local_sweep: Path, tmp_path: Path
+) -> None:
+    # A line of shard 1's episodes.jsonl copied by hand into shard 0's: the numbers stay those of the sweep.
+    copied = tmp_path / "copied"
+    shutil.copytree(local_sweep, copied)
+    (copied / "eval_info.json").unlink()
+    files = shard_files(copied)
+    foreign = read_json(files[1])["episodes"][0]
+    episodes = files[0].parent / "episodes.jsonl"
+    with episodes.open("a", encoding="utf-8") as file:
+        file.write(json.dumps(foreign) + "\n")
+    proc = merge_cli(copied)
+    assert proc.returncode == 0, proc.stderr
+    task, index = f"{foreign['task_group']}/{foreign['task_id']}", foreign["episode_index"]
+    assert [line for line in proc.stderr.splitlines() if line.startswith("warning:")] == [
+        f"warning: {episodes} holds a record of episode {index} of task {task}, outside the plan of shard 0 of 3 "
+        "(copied or concatenated by hand?); left out of the merge"
+    ], proc.stderr
+    assert outcomes(read_json(copied / "eval_info.json")) == outcomes(read_json(local_sweep / "eval_info.json"))
+
+
+def test_merge_with_a_format_prints_an_unsharded_runs_table_as_compare_does(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run_here("env=gym", "env.gym_id=CartPole-v1", "policy=random", "eval.n_episodes=2", out_dir=run)
+    proc = merge_cli(run, "--format", "latex")
+    assert proc.returncode == 0, proc.stderr
+    assert "one unsharded run, nothing to merge" in proc.stderr
+    compare = subprocess.run(
+        [sys.executable, "-m", "lerobot_hydra.merge.compare", "--format", "latex", str(run)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "\\toprule" in proc.stdout and "CartPole-v1" in proc.stdout and proc.stdout == compare.stdout
+
+
 @pytest.mark.slow
 def test_shards_of_a_changed_policy_config_are_refused(tmp_path: Path) -> None:
     """The policy file changes between the runs of a sweep's shards: same overrides, different configuration."""
