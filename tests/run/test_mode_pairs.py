@@ -6,7 +6,9 @@ remote policy, recording, the Python API, a resume after SIGKILL, and two runs a
 the test that shows the pair gives the episodes of the plain run with the same settings (successes and steps
 identical, rewards to 1e-5 relative; a recording holding exactly the episodes of episodes.jsonl), here or elsewhere
 in the suite, or the reason it is refused or is no pair. All runs: MetaWorld state, two tasks, 10 steps an episode,
-each step sleeping 20 ms (so that a run can be killed mid-way), random actions or a tiny ACT for a served policy."""
+each step sleeping 20 ms (so that a run can be killed mid-way), random actions or a tiny ACT for a served policy,
+two sub-envs stepped by worker processes (`eval.batch_size=2`, async): every mode allows workers, and every row's
+test runs with them."""
 
 from __future__ import annotations
 
@@ -130,9 +132,18 @@ def test_remote_x_sequential(tmp_path: Path, server: Any, act: list[str], refere
 
 
 @pytest.mark.lerobot
-def test_remote_x_dynamic_claims(tmp_path: Path, server: Any, act: list[str], reference: Any) -> None:
+def test_remote_x_plain(tmp_path: Path, server: Any, act: list[str], reference: Any) -> None:
+    policy_server, announce = server(1)
+    info = evaluate_here(tmp_path / "run", *ENV, *PLAIN, *remote(announce))
+    same_episodes(info["episodes"], reference(*act, *PLAIN)["episodes"])
+    assert policy_server.stopped.wait(30) and policy_server.stats.snapshot()["clients_done"] == 1
+
+
+@pytest.mark.lerobot
+@pytest.mark.parametrize("claims", ["static", "dynamic"])
+def test_remote_x_shards(tmp_path: Path, server: Any, act: list[str], reference: Any, claims: str) -> None:
     policy_server, announce = server(2)
-    run_eval(*ENV, *PLAIN, *remote(announce), *SHARDS, "eval.claims=dynamic", out_dir=tmp_path, multirun=True)
+    run_eval(*ENV, *PLAIN, *remote(announce), *SHARDS, f"eval.claims={claims}", out_dir=tmp_path, multirun=True)
     same_episodes(read_json(tmp_path / "eval_info.json")["episodes"], reference(*act, *PLAIN)["episodes"])
     assert policy_server.stopped.wait(30) and policy_server.stats.snapshot()["clients_done"] == 2
 
@@ -165,6 +176,17 @@ def test_remote_x_resume(tmp_path: Path, server: Any, act: list[str], reference:
 
 
 @pytest.mark.lerobot
+def test_recording_x_dynamic_claims(tmp_path: Path, reference: Any) -> None:
+    dynamic = [*SHARDS, "eval.claims=dynamic"]
+    run_eval(*ENV, *PLAIN, *RANDOM, "eval.recording=all", *dynamic, out_dir=tmp_path, multirun=True)
+    merged = read_json(tmp_path / "eval_info.json")
+    same_episodes(merged["episodes"], reference(*PLAIN, *RANDOM)["episodes"])
+    from tests.rollout.test_recording import assert_matches, load
+
+    assert_matches(load(tmp_path / "recording"), merged["episodes"])
+
+
+@pytest.mark.lerobot
 def test_recording_x_sequential(tmp_path: Path, reference: Any) -> None:
     info = evaluate_here(tmp_path / "run", *ENV, *SEQUENTIAL, *RANDOM, "eval.recording=all")
     same_episodes(info["episodes"], reference(*SEQUENTIAL, *RANDOM)["episodes"])
@@ -186,6 +208,44 @@ def test_recording_x_api(tmp_path: Path, reference: Any) -> None:
     results = api_run(tmp_path, [*ENV, *PLAIN, "eval.recording=all"], out_dir=tmp_path / "api")
     same_episodes(results, reference(*PLAIN, *RANDOM)["episodes"])
     recorded_episodes([tmp_path / "api" / "eval_001"], tmp_path / "joined", results)
+
+
+@pytest.mark.parametrize("claims", ["static", "dynamic"])
+def test_plain_x_shards(tmp_path: Path, reference: Any, claims: str) -> None:
+    """The shards run at once, as local processes, each with its workers."""
+    shards = [*SHARDS, f"eval.claims={claims}", "hydra/launcher=local_shards"]
+    run_eval(*ENV, *PLAIN, *RANDOM, *shards, out_dir=tmp_path, multirun=True)
+    same_episodes(read_json(tmp_path / "eval_info.json")["episodes"], reference(*PLAIN, *RANDOM)["episodes"])
+
+
+def test_plain_x_resume(tmp_path: Path, reference: Any) -> None:
+    killed_then_resumed(tmp_path / "run", *ENV, *PLAIN, *RANDOM)
+    same_episodes(read_episodes(tmp_path / "run"), reference(*PLAIN, *RANDOM)["episodes"])
+
+
+def test_sequential_x_resume(tmp_path: Path, reference: Any) -> None:
+    killed_then_resumed(tmp_path / "run", *ENV, *SEQUENTIAL, *RANDOM)
+    want = reference(*SEQUENTIAL, *RANDOM)
+    same_episodes(read_episodes(tmp_path / "run"), want["episodes"])
+    assert read_json(tmp_path / "run" / "eval_info.json")["sequential"]["per_task"] == want["sequential"]["per_task"]
+
+
+@pytest.mark.parametrize("claims", ["static", "dynamic"])
+def test_shards_x_resume(tmp_path: Path, reference: Any, claims: str) -> None:
+    """Shard 0 is killed (holding claims: shard 1, started later, takes them over); its rerun completes it."""
+    shard = [*ENV, *PLAIN, *RANDOM, "eval.num_shards=2", f"eval.claims={claims}"]
+    killed = start_eval(tmp_path / "s0", *shard, "eval.shard_id=0")
+    try:
+        wait_for(lambda: len(episodes_under(tmp_path)) >= 3, killed)
+    finally:
+        kill_group(killed)
+    for k in (1, 0):
+        evaluate_here(tmp_path / f"s{k}", *shard, f"eval.shard_id={k}")
+    merged = subprocess.run(
+        [sys.executable, "-m", "lerobot_hydra.merge.shards", str(tmp_path)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    same_episodes(read_json(tmp_path / "eval_info.json")["episodes"], reference(*PLAIN, *RANDOM)["episodes"])
 
 
 def test_sequential_x_dynamic_claims(tmp_path: Path, reference: Any) -> None:
@@ -278,38 +338,36 @@ def test_sequential_x_shards_in_one_process_is_refused(tmp_path: Path) -> None:
 # --- the table --------------------------------------------------------------------------------------------------
 
 HERE = "tests/run/test_mode_pairs.py"
-SHARDING, CLAIMS = "tests/sweeps/test_sharding.py", "tests/sweeps/test_dynamic_claims.py"
 SEQ_RUNS, SEQ_SWEEP = "tests/results/test_sequential_runs.py", "tests/sweeps/test_sequential_sweep.py"
-SERVER, SERVER_SLURM = "tests/serving/test_policy_server.py", "tests/serving/test_policy_server_slurm.py"
 RECORDING, RECORDING_KILLS = "tests/rollout/test_recording.py", "tests/rollout/test_recording_kills.py"
 TWICE = "tests/run/test_two_runs.py"
 ROWS: dict[tuple[str, str], str] = {
-    ("plain", "static"): f"{SHARDING}::test_local_process_shards_merge_into_the_unsharded_result",
-    ("plain", "dynamic"): f"{CLAIMS}::test_shards_started_at_different_times_merge_to_the_unsharded_run",
+    ("plain", "static"): f"{HERE}::test_plain_x_shards",
+    ("plain", "dynamic"): f"{HERE}::test_plain_x_shards",
     ("plain", "sequential"): f"{SEQ_RUNS}::{'test_the_stopping_point_and_records_do_not_depend_on_batch_size_workers'}",
     ("plain", "sweep"): f"{SEQ_SWEEP}::test_one_policy_stopping_over_shards_matches_the_single_process_run",
-    ("plain", "remote"): f"{SERVER}::test_act_through_the_server_records_as_in_process",
+    ("plain", "remote"): f"{HERE}::test_remote_x_plain",
     ("plain", "recording"): f"{RECORDING}::test_a_recorded_run_loads_back_with_lerobot_and_matches_its_episode_records",
     ("plain", "api"): "tests/app/test_api.py::test_a_live_policy_gives_the_episodes_eval_py_gives_its_checkpoint",
-    ("plain", "resume"): "tests/rundir/test_store.py::test_a_killed_run_resumes_without_its_half_written_videos",
+    ("plain", "resume"): f"{HERE}::test_plain_x_resume",
     ("static", "dynamic"): "no pair: eval.claims is static or dynamic, two values of one setting",
     ("static", "sequential"): f"refused: {HERE}::test_sequential_x_shards_in_one_process_is_refused",
     ("static", "sweep"): f"{SEQ_SWEEP}::test_one_policy_stopping_over_shards_matches_the_single_process_run",
-    ("static", "remote"): f"{SERVER_SLURM}::test_one_server_job_serves_two_shard_jobs_as_the_in_process_run",
+    ("static", "remote"): f"{HERE}::test_remote_x_shards",
     ("static", "recording"): f"{RECORDING_KILLS}::test_a_static_shard_killed_and_resumed_records_every_episode_once",
     ("static", "api"): f"{HERE}::test_static_shards_x_api",
-    ("static", "resume"): f"{SHARDING}::test_a_killed_shard_resumes_without_redoing_its_recorded_episodes",
+    ("static", "resume"): f"{HERE}::test_shards_x_resume",
     ("dynamic", "sequential"): f"refused: {HERE}::test_sequential_x_shards_in_one_process_is_refused",
     ("dynamic", "sweep"): f"{HERE}::test_sequential_x_dynamic_claims",
-    ("dynamic", "remote"): f"{HERE}::test_remote_x_dynamic_claims",
-    ("dynamic", "recording"): f"{RECORDING_KILLS}::test_a_killed_dynamic_shards_lost_steps_are_recorded_by_the_shard",
+    ("dynamic", "remote"): f"{HERE}::test_remote_x_shards",
+    ("dynamic", "recording"): f"{HERE}::test_recording_x_dynamic_claims",
     ("dynamic", "api"): f"refused: {HERE}::test_dynamic_claims_x_api_is_refused",
-    ("dynamic", "resume"): f"{CLAIMS}::test_a_cancelled_shards_claims_are_taken_over_and_a_rerun_completes_the_sweep",
+    ("dynamic", "resume"): f"{HERE}::test_shards_x_resume",
     ("sequential", "sweep"): "no pair: sequential stopping runs its rounds in one process or in a sweep's jobs",
     ("sequential", "remote"): f"{HERE}::test_remote_x_sequential",
     ("sequential", "recording"): f"{HERE}::test_recording_x_sequential",
     ("sequential", "api"): f"{HERE}::test_sequential_x_api",
-    ("sequential", "resume"): f"{SEQ_RUNS}::test_the_stopping_point_and_records_do_not_depend_on_batch_size_workers",
+    ("sequential", "resume"): f"{HERE}::test_sequential_x_resume",
     ("sweep", "remote"): f"{HERE}::test_remote_x_sequential_sweep",
     ("sweep", "recording"): f"{HERE}::test_recording_x_sequential_sweep",
     ("sweep", "api"): "no pair: the Python API evaluates in its caller's process, which runs no sweep",
