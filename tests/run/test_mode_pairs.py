@@ -18,7 +18,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -212,9 +212,7 @@ def test_recording_x_api(tmp_path: Path, reference: Any) -> None:
 
 @pytest.mark.parametrize("claims", ["static", "dynamic"])
 def test_plain_x_shards(tmp_path: Path, reference: Any, claims: str) -> None:
-    """The shards run at once, as local processes, each with its workers."""
-    shards = [*SHARDS, f"eval.claims={claims}", "hydra/launcher=local_shards"]
-    run_eval(*ENV, *PLAIN, *RANDOM, *shards, out_dir=tmp_path, multirun=True)
+    run_eval(*ENV, *PLAIN, *RANDOM, *SHARDS, f"eval.claims={claims}", out_dir=tmp_path, multirun=True)
     same_episodes(read_json(tmp_path / "eval_info.json")["episodes"], reference(*PLAIN, *RANDOM)["episodes"])
 
 
@@ -224,7 +222,7 @@ def test_plain_x_resume(tmp_path: Path, reference: Any) -> None:
 
 
 def test_sequential_x_resume(tmp_path: Path, reference: Any) -> None:
-    killed_then_resumed(tmp_path / "run", *ENV, *SEQUENTIAL, *RANDOM)
+    killed_then_resumed(tmp_path / "run", *ENV, *SEQUENTIAL, *RANDOM, total=16)
     want = reference(*SEQUENTIAL, *RANDOM)
     same_episodes(read_episodes(tmp_path / "run"), want["episodes"])
     assert read_json(tmp_path / "run" / "eval_info.json")["sequential"]["per_task"] == want["sequential"]["per_task"]
@@ -234,11 +232,8 @@ def test_sequential_x_resume(tmp_path: Path, reference: Any) -> None:
 def test_shards_x_resume(tmp_path: Path, reference: Any, claims: str) -> None:
     """Shard 0 is killed (holding claims: shard 1, started later, takes them over); its rerun completes it."""
     shard = [*ENV, *PLAIN, *RANDOM, "eval.num_shards=2", f"eval.claims={claims}"]
-    killed = start_eval(tmp_path / "s0", *shard, "eval.shard_id=0")
-    try:
-        wait_for(lambda: len(episodes_under(tmp_path)) >= 3, killed)
-    finally:
-        kill_group(killed)
+    # Killed after its first batch: of its 4 episodes (static) or of all 8, shard 1 not yet started (dynamic).
+    killed_mid_run(tmp_path / "s0", [*shard, "eval.shard_id=0"], after=2, total=4 if claims == "static" else 8)
     for k in (1, 0):
         evaluate_here(tmp_path / f"s{k}", *shard, f"eval.shard_id={k}")
     merged = subprocess.run(
@@ -434,11 +429,17 @@ def episodes_under(root: Path) -> list[str]:
     return [line for path in root.rglob("episodes.jsonl") for line in path.read_text().splitlines()]
 
 
-def killed_then_resumed(run_dir: Path, *overrides: str) -> None:
-    """eval.py SIGKILLed once it recorded 3 episodes, then run again to the end."""
+def killed_then_resumed(run_dir: Path, *overrides: str, total: int = 8) -> None:
+    """eval.py SIGKILLed once it recorded 3 of its `total` episodes, then run again to the end."""
+    killed_mid_run(run_dir, overrides, after=3, total=total)
+    evaluate_here(run_dir, *overrides)
+
+
+def killed_mid_run(run_dir: Path, overrides: Sequence[str], after: int, total: int) -> None:
+    """eval.py SIGKILLed once it recorded `after` episodes; it had not recorded all its `total` (each step sleeps)."""
     proc = start_eval(run_dir, *overrides)
     try:
-        wait_for(lambda: len(episodes_under(run_dir)) >= 3, proc)
+        wait_for(lambda: len(episodes_under(run_dir)) >= after, proc)
     finally:
         kill_group(proc)
-    evaluate_here(run_dir, *overrides)
+    assert len(episodes_under(run_dir)) < total, "the kill should land mid-run"
