@@ -49,6 +49,19 @@ SEQUENTIAL = [
 ]
 RANDOM = ["policy=random"]
 SHARDS = ["eval.shard_id=0,1"]
+# A claimed block is run by as many sub-envs as it has episodes (at most the batch), and a block is 1/8 of what
+# remains of its shard's region (2 shards): with more than 8 episodes per task (per round) the first blocks hold 2,
+# and the pool with workers they start runs the later 1-episode blocks too. With PLAIN's 4, every block is 1 episode,
+# stepped in-process.
+DYNAMIC = ["eval.n_episodes=10", "eval.claims=dynamic"]
+# Rounds of 10 for dynamic claims: every task stops below 30% after 2 rounds, before the maximum of 30.
+SEQUENTIAL_DYNAMIC = [
+    "eval.n_episodes=30",
+    "eval.sequential.stop=threshold",
+    "eval.sequential.threshold=30",
+    "eval.sequential.round=10",
+    "eval.claims=dynamic",
+]
 ONE_POLICY_SWEEP = [*SHARDS, "hydra/sweeper=sequential"]
 
 
@@ -140,11 +153,11 @@ def test_remote_x_plain(tmp_path: Path, server: Any, act: list[str], reference: 
 
 
 @pytest.mark.lerobot
-@pytest.mark.parametrize("claims", ["static", "dynamic"])
-def test_remote_x_shards(tmp_path: Path, server: Any, act: list[str], reference: Any, claims: str) -> None:
+@pytest.mark.parametrize("claims", [PLAIN, DYNAMIC], ids=["static", "dynamic"])
+def test_remote_x_shards(tmp_path: Path, server: Any, act: list[str], reference: Any, claims: list[str]) -> None:
     policy_server, announce = server(2)
-    run_eval(*ENV, *PLAIN, *remote(announce), *SHARDS, f"eval.claims={claims}", out_dir=tmp_path, multirun=True)
-    same_episodes(read_json(tmp_path / "eval_info.json")["episodes"], reference(*act, *PLAIN)["episodes"])
+    run_eval(*ENV, *claims, *remote(announce), *SHARDS, out_dir=tmp_path, multirun=True)
+    same_episodes(read_json(tmp_path / "eval_info.json")["episodes"], reference(*act, claims[0])["episodes"])
     assert policy_server.stopped.wait(30) and policy_server.stats.snapshot()["clients_done"] == 2
 
 
@@ -177,10 +190,9 @@ def test_remote_x_resume(tmp_path: Path, server: Any, act: list[str], reference:
 
 @pytest.mark.lerobot
 def test_recording_x_dynamic_claims(tmp_path: Path, reference: Any) -> None:
-    dynamic = [*SHARDS, "eval.claims=dynamic"]
-    run_eval(*ENV, *PLAIN, *RANDOM, "eval.recording=all", *dynamic, out_dir=tmp_path, multirun=True)
+    run_eval(*ENV, *DYNAMIC, *RANDOM, "eval.recording=all", *SHARDS, out_dir=tmp_path, multirun=True)
     merged = read_json(tmp_path / "eval_info.json")
-    same_episodes(merged["episodes"], reference(*PLAIN, *RANDOM)["episodes"])
+    same_episodes(merged["episodes"], reference(DYNAMIC[0], *RANDOM)["episodes"])
     from tests.rollout.test_recording import assert_matches, load
 
     assert_matches(load(tmp_path / "recording"), merged["episodes"])
@@ -215,28 +227,30 @@ def test_plain_x_resume(tmp_path: Path, reference: Any) -> None:
     same_episodes(read_episodes(tmp_path / "run"), reference(*PLAIN, *RANDOM)["episodes"])
 
 
-@pytest.mark.parametrize("claims", ["static", "dynamic"])
-def test_shards_x_resume(tmp_path: Path, reference: Any, claims: str) -> None:
+@pytest.mark.parametrize("claims", [PLAIN, DYNAMIC], ids=["static", "dynamic"])
+def test_shards_x_resume(tmp_path: Path, reference: Any, claims: list[str]) -> None:
     """Shard 0 is killed (holding claims: shard 1, started later, takes them over); its rerun completes it. Shard 1
     runs uninterrupted, so the merge also shows the plain x static and plain x dynamic rows."""
-    shard = [*ENV, *PLAIN, *RANDOM, "eval.num_shards=2", f"eval.claims={claims}"]
-    # Killed after its first batch: of its 4 episodes (static) or of all 8, shard 1 not yet started (dynamic).
-    killed_mid_run(tmp_path / "s0", [*shard, "eval.shard_id=0"], after=2, total=4 if claims == "static" else 8)
+    shard = [*ENV, *claims, *RANDOM, "eval.num_shards=2"]
+    # Killed after its first batch: of its 4 episodes (static) or of all 20, shard 1 not yet started (dynamic).
+    killed_mid_run(tmp_path / "s0", [*shard, "eval.shard_id=0"], after=2, total=4 if claims == PLAIN else 20)
     for k in (1, 0):
         evaluate_here(tmp_path / f"s{k}", *shard, f"eval.shard_id={k}")
     merged = subprocess.run(
         [sys.executable, "-m", "lerobot_hydra.merge.shards", str(tmp_path)], cwd=ROOT, capture_output=True, text=True
     )
     assert merged.returncode == 0, merged.stdout + merged.stderr
-    same_episodes(read_json(tmp_path / "eval_info.json")["episodes"], reference(*PLAIN, *RANDOM)["episodes"])
+    same_episodes(read_json(tmp_path / "eval_info.json")["episodes"], reference(claims[0], *RANDOM)["episodes"])
 
 
 def test_sequential_x_dynamic_claims(tmp_path: Path, reference: Any) -> None:
-    run_eval(*ENV, *SEQUENTIAL, *RANDOM, *ONE_POLICY_SWEEP, "eval.claims=dynamic", out_dir=tmp_path, multirun=True)
+    """Rounds of 10, so that blocks of 2 start workers (`DYNAMIC`)."""
+    run_eval(*ENV, *SEQUENTIAL_DYNAMIC, *RANDOM, *ONE_POLICY_SWEEP, out_dir=tmp_path, multirun=True)
     merged = read_json(tmp_path / "eval_info.json")
-    want = reference(*SEQUENTIAL, *RANDOM)
+    want = reference(*SEQUENTIAL_DYNAMIC[:-1], *RANDOM)
     same_episodes(merged["episodes"], want["episodes"])
     assert merged["sequential"]["per_task"] == want["sequential"]["per_task"]
+    assert {t["n_episodes"] for t in merged["sequential"]["per_task"].values()} == {20}  # 2 rounds, stopped early
 
 
 def test_sequential_sweep_x_resume(tmp_path: Path, reference: Any) -> None:
