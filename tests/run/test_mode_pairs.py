@@ -50,9 +50,9 @@ SEQUENTIAL = [
 RANDOM = ["policy=random"]
 SHARDS = ["eval.shard_id=0,1"]
 # A claimed block is run by as many sub-envs as it has episodes (at most the batch), and a block is 1/8 of what
-# remains of its shard's region (2 shards): with more than 8 episodes per task (per round) the first blocks hold 2,
-# and the pool with workers they start runs the later 1-episode blocks too. With PLAIN's 4, every block is 1 episode,
-# stepped in-process.
+# remains of its shard's region (2 shards; here a region is one task's episodes of the run, or of the round): with
+# more than 8 the first blocks hold 2, and the pool with workers they start runs the later 1-episode blocks too.
+# With PLAIN's 4, every block is 1 episode, stepped in-process (docs/work-queue.md).
 DYNAMIC = ["eval.n_episodes=10", "eval.claims=dynamic"]
 # Rounds of 10 for dynamic claims: every task stops below 30% after 2 rounds, before the maximum of 30.
 SEQUENTIAL_DYNAMIC = [
