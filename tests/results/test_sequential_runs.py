@@ -54,14 +54,14 @@ def test_the_stopping_point_and_records_do_not_depend_on_batch_size_workers_or_a
     assert read_json(batched / "eval_info.json")["sequential"]["per_task"] == info["sequential"]["per_task"]
 
     resumed = tmp_path / "resumed"
-    killed = start_eval(resumed, *BELOW, "eval.batch_size=2", "eval.use_async_envs=false")
+    killed = start_eval(resumed, *BELOW, "eval.batch_size=2")  # with workers: the mode-pair row of a resume
     try:
         episodes = resumed / "episodes.jsonl"
         wait_for(lambda: episodes.exists() and len(episodes.read_text().splitlines()) >= 15, killed)
     finally:
         kill_group(killed)
     assert len(read_episodes(resumed)) < stop["n_episodes"]
-    run_eval(*BELOW, "eval.batch_size=2", "eval.use_async_envs=false", out_dir=resumed)
+    run_eval(*BELOW, "eval.batch_size=2", out_dir=resumed)
     assert sorted(outcomes(resumed)) == outcomes(one)
     assert read_json(resumed / "eval_info.json")["sequential"]["per_task"] == info["sequential"]["per_task"]
 

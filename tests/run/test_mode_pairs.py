@@ -6,7 +6,9 @@ remote policy, recording, the Python API, a resume after SIGKILL, and two runs a
 the test that shows the pair gives the episodes of the plain run with the same settings (successes and steps
 identical, rewards to 1e-5 relative; a recording holding exactly the episodes of episodes.jsonl), here or elsewhere
 in the suite, or the reason it is refused or is no pair. All runs: MetaWorld state, two tasks, 10 steps an episode,
-each step sleeping 20 ms (so that a run can be killed mid-way), random actions or a tiny ACT for a served policy."""
+each step sleeping 20 ms (so that a run can be killed mid-way), random actions or a tiny ACT for a served policy,
+two sub-envs stepped by worker processes (`eval.batch_size=2`, async): every mode allows workers, and every row's
+test runs with them."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,19 @@ SEQUENTIAL = [
 ]
 RANDOM = ["policy=random"]
 SHARDS = ["eval.shard_id=0,1"]
+# A claimed block is run by as many sub-envs as it has episodes (at most the batch), and a block is 1/8 of what
+# remains of its shard's region (2 shards; here a region is one task's episodes of the run, or of the round): with
+# more than 8 the first blocks hold 2, and the pool with workers they start runs the later 1-episode blocks too.
+# With PLAIN's 4, every block is 1 episode, stepped in-process (docs/work-queue.md).
+DYNAMIC = ["eval.n_episodes=10", "eval.claims=dynamic"]
+# Rounds of 10 for dynamic claims: every task stops below 30% after 2 rounds, before the maximum of 30.
+SEQUENTIAL_DYNAMIC = [
+    "eval.n_episodes=30",
+    "eval.sequential.stop=threshold",
+    "eval.sequential.threshold=30",
+    "eval.sequential.round=10",
+    "eval.claims=dynamic",
+]
 ONE_POLICY_SWEEP = [*SHARDS, "hydra/sweeper=sequential"]
 
 
@@ -130,10 +145,19 @@ def test_remote_x_sequential(tmp_path: Path, server: Any, act: list[str], refere
 
 
 @pytest.mark.lerobot
-def test_remote_x_dynamic_claims(tmp_path: Path, server: Any, act: list[str], reference: Any) -> None:
+def test_remote_x_plain(tmp_path: Path, server: Any, act: list[str], reference: Any) -> None:
+    policy_server, announce = server(1)
+    info = evaluate_here(tmp_path / "run", *ENV, *PLAIN, *remote(announce))
+    same_episodes(info["episodes"], reference(*act, *PLAIN)["episodes"])
+    assert policy_server.stopped.wait(30) and policy_server.stats.snapshot()["clients_done"] == 1
+
+
+@pytest.mark.lerobot
+@pytest.mark.parametrize("claims", [PLAIN, DYNAMIC], ids=["static", "dynamic"])
+def test_remote_x_shards(tmp_path: Path, server: Any, act: list[str], reference: Any, claims: list[str]) -> None:
     policy_server, announce = server(2)
-    run_eval(*ENV, *PLAIN, *remote(announce), *SHARDS, "eval.claims=dynamic", out_dir=tmp_path, multirun=True)
-    same_episodes(read_json(tmp_path / "eval_info.json")["episodes"], reference(*act, *PLAIN)["episodes"])
+    run_eval(*ENV, *claims, *remote(announce), *SHARDS, out_dir=tmp_path, multirun=True)
+    same_episodes(read_json(tmp_path / "eval_info.json")["episodes"], reference(*act, claims[0])["episodes"])
     assert policy_server.stopped.wait(30) and policy_server.stats.snapshot()["clients_done"] == 2
 
 
@@ -165,6 +189,16 @@ def test_remote_x_resume(tmp_path: Path, server: Any, act: list[str], reference:
 
 
 @pytest.mark.lerobot
+def test_recording_x_dynamic_claims(tmp_path: Path, reference: Any) -> None:
+    run_eval(*ENV, *DYNAMIC, *RANDOM, "eval.recording=all", *SHARDS, out_dir=tmp_path, multirun=True)
+    merged = read_json(tmp_path / "eval_info.json")
+    same_episodes(merged["episodes"], reference(DYNAMIC[0], *RANDOM)["episodes"])
+    from tests.rollout.test_recording import assert_matches, load
+
+    assert_matches(load(tmp_path / "recording"), merged["episodes"])
+
+
+@pytest.mark.lerobot
 def test_recording_x_sequential(tmp_path: Path, reference: Any) -> None:
     info = evaluate_here(tmp_path / "run", *ENV, *SEQUENTIAL, *RANDOM, "eval.recording=all")
     same_episodes(info["episodes"], reference(*SEQUENTIAL, *RANDOM)["episodes"])
@@ -188,12 +222,35 @@ def test_recording_x_api(tmp_path: Path, reference: Any) -> None:
     recorded_episodes([tmp_path / "api" / "eval_001"], tmp_path / "joined", results)
 
 
+def test_plain_x_resume(tmp_path: Path, reference: Any) -> None:
+    killed_then_resumed(tmp_path / "run", *ENV, *PLAIN, *RANDOM)
+    same_episodes(read_episodes(tmp_path / "run"), reference(*PLAIN, *RANDOM)["episodes"])
+
+
+@pytest.mark.parametrize("claims", [PLAIN, DYNAMIC], ids=["static", "dynamic"])
+def test_shards_x_resume(tmp_path: Path, reference: Any, claims: list[str]) -> None:
+    """Shard 0 is killed (holding claims: shard 1, started later, takes them over); its rerun completes it. Shard 1
+    runs uninterrupted, so the merge also shows the plain x static and plain x dynamic rows."""
+    shard = [*ENV, *claims, *RANDOM, "eval.num_shards=2"]
+    # Killed after its first batch: of its 4 episodes (static) or of all 20, shard 1 not yet started (dynamic).
+    killed_mid_run(tmp_path / "s0", [*shard, "eval.shard_id=0"], after=2, total=4 if claims == PLAIN else 20)
+    for k in (1, 0):
+        evaluate_here(tmp_path / f"s{k}", *shard, f"eval.shard_id={k}")
+    merged = subprocess.run(
+        [sys.executable, "-m", "lerobot_hydra.merge.shards", str(tmp_path)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    same_episodes(read_json(tmp_path / "eval_info.json")["episodes"], reference(claims[0], *RANDOM)["episodes"])
+
+
 def test_sequential_x_dynamic_claims(tmp_path: Path, reference: Any) -> None:
-    run_eval(*ENV, *SEQUENTIAL, *RANDOM, *ONE_POLICY_SWEEP, "eval.claims=dynamic", out_dir=tmp_path, multirun=True)
+    """Rounds of 10, so that blocks of 2 start workers (`DYNAMIC`)."""
+    run_eval(*ENV, *SEQUENTIAL_DYNAMIC, *RANDOM, *ONE_POLICY_SWEEP, out_dir=tmp_path, multirun=True)
     merged = read_json(tmp_path / "eval_info.json")
-    want = reference(*SEQUENTIAL, *RANDOM)
+    want = reference(*SEQUENTIAL_DYNAMIC[:-1], *RANDOM)
     same_episodes(merged["episodes"], want["episodes"])
     assert merged["sequential"]["per_task"] == want["sequential"]["per_task"]
+    assert {t["n_episodes"] for t in merged["sequential"]["per_task"].values()} == {20}  # 2 rounds, stopped early
 
 
 def test_sequential_sweep_x_resume(tmp_path: Path, reference: Any) -> None:
@@ -278,33 +335,31 @@ def test_sequential_x_shards_in_one_process_is_refused(tmp_path: Path) -> None:
 # --- the table --------------------------------------------------------------------------------------------------
 
 HERE = "tests/run/test_mode_pairs.py"
-SHARDING, CLAIMS = "tests/sweeps/test_sharding.py", "tests/sweeps/test_dynamic_claims.py"
 SEQ_RUNS, SEQ_SWEEP = "tests/results/test_sequential_runs.py", "tests/sweeps/test_sequential_sweep.py"
-SERVER, SERVER_SLURM = "tests/serving/test_policy_server.py", "tests/serving/test_policy_server_slurm.py"
 RECORDING, RECORDING_KILLS = "tests/rollout/test_recording.py", "tests/rollout/test_recording_kills.py"
 TWICE = "tests/run/test_two_runs.py"
 ROWS: dict[tuple[str, str], str] = {
-    ("plain", "static"): f"{SHARDING}::test_local_process_shards_merge_into_the_unsharded_result",
-    ("plain", "dynamic"): f"{CLAIMS}::test_shards_started_at_different_times_merge_to_the_unsharded_run",
+    ("plain", "static"): f"{HERE}::test_shards_x_resume",
+    ("plain", "dynamic"): f"{HERE}::test_shards_x_resume",
     ("plain", "sequential"): f"{SEQ_RUNS}::{'test_the_stopping_point_and_records_do_not_depend_on_batch_size_workers'}",
     ("plain", "sweep"): f"{SEQ_SWEEP}::test_one_policy_stopping_over_shards_matches_the_single_process_run",
-    ("plain", "remote"): f"{SERVER}::test_act_through_the_server_records_as_in_process",
+    ("plain", "remote"): f"{HERE}::test_remote_x_plain",
     ("plain", "recording"): f"{RECORDING}::test_a_recorded_run_loads_back_with_lerobot_and_matches_its_episode_records",
     ("plain", "api"): "tests/app/test_api.py::test_a_live_policy_gives_the_episodes_eval_py_gives_its_checkpoint",
-    ("plain", "resume"): "tests/rundir/test_store.py::test_a_killed_run_resumes_without_its_half_written_videos",
+    ("plain", "resume"): f"{HERE}::test_plain_x_resume",
     ("static", "dynamic"): "no pair: eval.claims is static or dynamic, two values of one setting",
     ("static", "sequential"): f"refused: {HERE}::test_sequential_x_shards_in_one_process_is_refused",
     ("static", "sweep"): f"{SEQ_SWEEP}::test_one_policy_stopping_over_shards_matches_the_single_process_run",
-    ("static", "remote"): f"{SERVER_SLURM}::test_one_server_job_serves_two_shard_jobs_as_the_in_process_run",
+    ("static", "remote"): f"{HERE}::test_remote_x_shards",
     ("static", "recording"): f"{RECORDING_KILLS}::test_a_static_shard_killed_and_resumed_records_every_episode_once",
     ("static", "api"): f"{HERE}::test_static_shards_x_api",
-    ("static", "resume"): f"{SHARDING}::test_a_killed_shard_resumes_without_redoing_its_recorded_episodes",
+    ("static", "resume"): f"{HERE}::test_shards_x_resume",
     ("dynamic", "sequential"): f"refused: {HERE}::test_sequential_x_shards_in_one_process_is_refused",
     ("dynamic", "sweep"): f"{HERE}::test_sequential_x_dynamic_claims",
-    ("dynamic", "remote"): f"{HERE}::test_remote_x_dynamic_claims",
-    ("dynamic", "recording"): f"{RECORDING_KILLS}::test_a_killed_dynamic_shards_lost_steps_are_recorded_by_the_shard",
+    ("dynamic", "remote"): f"{HERE}::test_remote_x_shards",
+    ("dynamic", "recording"): f"{HERE}::test_recording_x_dynamic_claims",
     ("dynamic", "api"): f"refused: {HERE}::test_dynamic_claims_x_api_is_refused",
-    ("dynamic", "resume"): f"{CLAIMS}::test_a_cancelled_shards_claims_are_taken_over_and_a_rerun_completes_the_sweep",
+    ("dynamic", "resume"): f"{HERE}::test_shards_x_resume",
     ("sequential", "sweep"): "no pair: sequential stopping runs its rounds in one process or in a sweep's jobs",
     ("sequential", "remote"): f"{HERE}::test_remote_x_sequential",
     ("sequential", "recording"): f"{HERE}::test_recording_x_sequential",
@@ -377,10 +432,16 @@ def episodes_under(root: Path) -> list[str]:
 
 
 def killed_then_resumed(run_dir: Path, *overrides: str) -> None:
-    """eval.py SIGKILLed once it recorded 3 episodes, then run again to the end."""
+    """eval.py SIGKILLed once it recorded 3 of its 8 episodes, then run again to the end."""
+    killed_mid_run(run_dir, overrides, after=3, total=8)
+    evaluate_here(run_dir, *overrides)
+
+
+def killed_mid_run(run_dir: Path, overrides: Sequence[str], after: int, total: int) -> None:
+    """eval.py SIGKILLed once it recorded `after` episodes; it had not recorded all its `total` (each step sleeps)."""
     proc = start_eval(run_dir, *overrides)
     try:
-        wait_for(lambda: len(episodes_under(run_dir)) >= 3, proc)
+        wait_for(lambda: len(episodes_under(run_dir)) >= after, proc)
     finally:
         kill_group(proc)
-    evaluate_here(run_dir, *overrides)
+    assert len(episodes_under(run_dir)) < total, "the kill should land mid-run"

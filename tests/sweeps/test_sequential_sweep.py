@@ -160,8 +160,7 @@ BELOW = (
     "eval.sequential.stop=threshold",
     "eval.sequential.threshold=50",
     "eval.sequential.round=4",
-    "eval.batch_size=1",
-    "eval.use_async_envs=false",
+    "eval.batch_size=2",  # worker processes, in the single run and in every shard job (issue 46)
 )
 
 
