@@ -62,24 +62,28 @@ def cold(out: Path) -> list[tuple]:
 
     from lerobot_hydra.app.probing import compose
     from lerobot_hydra.config.schema import validate
-    from lerobot_hydra.results.sequential import TaskStops, one_policy_of, rounds
+    from lerobot_hydra.results.sequential import TaskStops, one_policy_of, round_ends, successes_before
     from lerobot_hydra.run.context import open_run
     from lerobot_hydra.run.execute import conclude
     from lerobot_hydra.run.sources import FixedPlan
-    from lerobot_hydra.run.work import RoundCap, capped, outcomes, plan_work
+    from lerobot_hydra.run.work import RoundCap, capped, outcomes_of, plan_work
 
     cfg = compose(OVERRIDES)
     ev = validate(cfg)
     decided = TaskStops(asdict(ev.sequential), ev.n_episodes)
-    for end in rounds(ev.n_episodes, ev.sequential.round):
+    keys: list[Any] = []
+
+    def judge(end: int) -> bool:
         with open_run(cfg, ev, out, "cold") as run:
+            keys[:] = [t.key for t in run.parts.tasks]
             run.run(capped(plan_work(run.parts.tasks, run.plan, run.sink), end, decided.stopped_after()))
-            keys = [t.key for t in run.parts.tasks]
-            for key in keys:
-                decided.judge(key, one_policy_of(ev.sequential, outcomes(run.sink, key, end)), end)
+            decide = lambda key: one_policy_of(ev.sequential, successes_before(outcomes_of(run.sink, key), end))  # noqa: E731
+            stopped = decided.judge_round(keys, end, decide, lambda line: None)
             run.end(False, False, decided.stopped_after())
-        if all(key in decided.stops for key in keys):
-            break
+        return stopped
+
+    for _ in round_ends(ev.n_episodes, ev.sequential.round, judge):
+        pass  # each round runs in `judge`, in a run context of its own
     with open_run(cfg, ev, out, "cold") as run:
         cap = RoundCap(ev.n_episodes, decided.stopped_after(), decided.summary(keys), final=True)
         return _outcomes(conclude(run, FixedPlan(run.plan, run.parts.tasks, cap)))

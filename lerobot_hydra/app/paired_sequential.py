@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.results.sequential import TaskStops, paired, rounds
+from lerobot_hydra.core.records import TaskKey
+from lerobot_hydra.results.sequential import Decision, TaskStops, paired, pairs_before, round_ends
 from lerobot_hydra.results.table import task_label
 from lerobot_hydra.rollout.stopping import RunInterrupted
 
@@ -92,20 +93,24 @@ def _race(
     """Both sides' rounds, warm from one to the next, each task judged on its pairs after each round, pairs with an
     error episode on either side left out (counted in `dropped`, by task label); returns the stop signal that ended
     them early, if one did."""
-    from lerobot_hydra.run.work import capped, outcome_pairs, plan_work
+    from lerobot_hydra.run.work import capped, outcomes_of, plan_work
 
     keys = [t.key for t in base.parts.tasks]
     s = decided.settings
+
+    def judge(end: int) -> bool:
+        def decide(key: TaskKey) -> Decision:
+            both = outcomes_of(base.sink, key), outcomes_of(cand.sink, key)
+            pairs, dropped[decided.names[key]] = pairs_before(*both, end)
+            return paired(pairs, s["alpha"], s["beta"], s["detect"], s["discordance"])
+
+        return decided.judge_round(keys, end, decide, lambda line: None)
+
     try:
-        for end in rounds(decided.n_max, round_size):
+        for end in round_ends(decided.n_max, round_size, judge):
             for run in (base, cand):
                 work = plan_work(run.parts.tasks, run.plan, run.sink, run.lost_steps())
                 run.run(capped(work, end, decided.stopped_after()))
-            for key in keys:
-                pairs, dropped[decided.names[key]] = outcome_pairs(base.sink, cand.sink, key, end)
-                decided.judge(key, paired(pairs, s["alpha"], s["beta"], s["detect"], s["discordance"]), end)
-            if all(key in decided.stops for key in keys):
-                break
     except RunInterrupted as err:
         return err.with_traceback(None)
     return None

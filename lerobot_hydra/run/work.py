@@ -8,6 +8,7 @@ from typing import Any
 
 from lerobot_hydra.core.records import EpisodeKey, TaskKey
 from lerobot_hydra.envs.base import TaskSpec
+from lerobot_hydra.results.sequential import Outcomes
 from lerobot_hydra.rollout.plan import TaskBlock
 from lerobot_hydra.rollout.runner import OnRecord, TaskWork
 from lerobot_hydra.run.sink import RecordSink
@@ -75,21 +76,6 @@ def all_recorded(plan: list[TaskBlock], sink: RecordSink) -> bool:
     return all((*block.key, k) in done for block in plan for k in block.episodes)
 
 
-def outcomes(sink: RecordSink, key: TaskKey, end: int) -> list[bool]:
-    """Successes of `key`'s episodes 0..end-1 recorded in `sink`, in episode order; error episodes left out."""
-    by_index = _by_index(sink, key)
-    return [success for k in range(end) if (success := by_index.get(k)) is not None]
-
-
-def outcome_pairs(base: RecordSink, cand: RecordSink, key: TaskKey, end: int) -> tuple[list[tuple[bool, bool]], int]:
-    """(baseline, candidate) successes of `key`'s episodes 0..end-1 recorded on both sides, in episode order, and
-    how many pairs were left out for an error episode on either side."""
-    a, b = _by_index(base, key), _by_index(cand, key)
-    both = [(a[k], b[k]) for k in range(end) if k in a and k in b]
-    pairs = [(x, y) for x, y in both if x is not None and y is not None]
-    return pairs, len(both) - len(pairs)
-
-
-def _by_index(sink: RecordSink, key: TaskKey) -> dict[int, bool | None]:
-    """Episode index -> success of `key`'s recorded episodes; None for an error episode."""
+def outcomes_of(sink: RecordSink, key: TaskKey) -> Outcomes:
+    """Episode index -> success of `key`'s episodes recorded in `sink`; None for an error episode."""
     return {r.episode_index: None if r.errored else r.success for r in sink.records if r.task_key == key}
