@@ -22,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from lerobot_hydra.app.evaluation import evaluate_config
 from lerobot_hydra.app.main_guard import check_main_guard
 from lerobot_hydra.config import schema as schemas
 from lerobot_hydra.config.schema import EvalConfig, instantiate_node
@@ -30,11 +31,9 @@ from lerobot_hydra.loggers.base import RunMeta, build_loggers
 from lerobot_hydra.loggers.run_meta import EVAL, plain_config
 from lerobot_hydra.policies.live import LivePolicy, LivePolicyConfig
 from lerobot_hydra.results.aggregate import Results
-from lerobot_hydra.rollout.build import RunParts, build_run
-from lerobot_hydra.run.context import open_run
-from lerobot_hydra.run.execute import execute
+from lerobot_hydra.rollout.build import build_run
 from lerobot_hydra.run.pools import KeptPools
-from lerobot_hydra.run.sources import source_for
+from lerobot_hydra.run.warm import Warm
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -95,7 +94,7 @@ class Evaluator:
         self.live = instantiate_node(self.cfg.policy)
         assert isinstance(self.live, LivePolicyConfig)
         self._pools = KeptPools()
-        self._parts: RunParts | None = None
+        self._warm: Warm | None = None
         self._reads: Any = ()  # what the policy the parts were built for reads
         self._calls = 0
         self._closed = False
@@ -109,24 +108,19 @@ class Evaluator:
             raise UserError("this Evaluator is closed; make a new one")
         self.live.live = LivePolicy.of(policy, preprocessor, postprocessor)
         try:
-            parts = self._run_parts()
+            warm = self._warm_for_policy()
             self._calls += 1
             name = f"step_{step:09d}" if step is not None else f"eval_{self._calls:03d}"
             out_dir = None if self.out_dir is None else self.out_dir / name
-            with (
-                caller_state_kept(self.live.live.policy),
-                open_run(
+            with caller_state_kept(self.live.live.policy):
+                results = evaluate_config(
                     self.cfg,
                     self.eval_cfg,
                     out_dir,
                     "api",
-                    parts=parts,
-                    pools=self._pools,
-                    loggers=self.loggers,
+                    warm=warm,
                     run_meta=lambda: self.run_meta(step, out_dir),
-                ) as run,
-            ):
-                results = execute(run, source_for(run))
+                )
         finally:
             self.live.live = None  # the trainer's policy is not kept between evaluations
         log.info(
@@ -137,14 +131,15 @@ class Evaluator:
         )
         return results
 
-    def _run_parts(self) -> RunParts:
-        """The run's parts, rebuilt (and the workers restarted) only when a policy reads other observations."""
+    def _warm_for_policy(self) -> Warm:
+        """What is kept warm, its parts rebuilt (and the workers restarted) only when a policy reads other
+        observations."""
         reads = self.live.reads(self.env)
-        if self._parts is None or reads != self._reads:
+        if self._warm is None or reads != self._reads:
             self._pools.clear()
-            self._parts = build_run(self.cfg, policy=self.live, env=self.env)
+            self._warm = Warm(build_run(self.cfg, policy=self.live, env=self.env), self.loggers, self._pools)
             self._reads = reads
-        return self._parts
+        return self._warm
 
     def run_meta(self, step: int | None, out_dir: Path | None) -> RunMeta:
         config = {**plain_config(self.cfg), "step": step, "out_dir": None if out_dir is None else str(out_dir)}

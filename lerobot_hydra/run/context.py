@@ -22,14 +22,14 @@ from lerobot_hydra.config.schema import EvalConfig
 from lerobot_hydra.config.validation import check_shards_have_work
 from lerobot_hydra.core.layout import EPISODES_FILE
 from lerobot_hydra.core.records import EpisodeKey, EpisodeRecord
-from lerobot_hydra.loggers.base import ExperimentLogger, RunMeta, build_loggers
+from lerobot_hydra.loggers.base import ExperimentLogger, RunMeta
 from lerobot_hydra.loggers.run_meta import shard_run, single_run
 from lerobot_hydra.outputs.publish import publish, publish_shard
 from lerobot_hydra.outputs.recording import DatasetRecorder, recording
 from lerobot_hydra.outputs.video import VideoRecorder
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.results.aggregate import Results
-from lerobot_hydra.rollout.build import RunParts, build_run
+from lerobot_hydra.rollout.build import RunParts
 from lerobot_hydra.rollout.health import Health
 from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
 from lerobot_hydra.rollout.plan import TaskBlock, shard_plan
@@ -40,6 +40,7 @@ from lerobot_hydra.rollout.stopping import RunInterrupted
 from lerobot_hydra.run.identity import dynamic_claims, run_identity
 from lerobot_hydra.run.pools import KeptPools
 from lerobot_hydra.run.sink import MemorySink, RecordSink
+from lerobot_hydra.run.warm import Warm
 from lerobot_hydra.rundir.store import RunStore
 from lerobot_hydra.vector.faults import WorkerFaults, using_worker_faults
 
@@ -199,18 +200,15 @@ def open_run(
     eval_cfg: EvalConfig,
     out_dir: Path | None,
     label: str,
+    warm: Warm,
     *,
-    parts: RunParts | None = None,
-    pools: KeptPools | None = None,
-    loggers: list[ExperimentLogger] | None = None,
     on_locked: Callable[[], None] | None = None,
     run_meta: Callable[[], RunMeta] | None = None,
 ) -> Iterator[RunContext]:
-    """The context of the run of `cfg` in `out_dir` (None: records in memory), closed on leaving. `parts`, `pools`
-    and `loggers` given by the caller (the Python API's, kept across its evaluations) are the caller's to close.
-    `on_locked` runs once this process holds `out_dir` and its identity check passed (eval.py saves `.hydra/`)."""
-    parts = build_run(cfg) if parts is None else parts
-    loggers = build_loggers(cfg.get("logger")) if loggers is None else loggers
+    """The context of the run of `cfg` in `out_dir` (None: records in memory), closed on leaving, over the parts,
+    loggers and pools of `warm` (its owner's to close). `on_locked` runs once this process holds `out_dir` and its
+    identity check passed (eval.py saves `.hydra/`)."""
+    parts, pools = warm.parts, warm.pools
     plan = _plan(parts, eval_cfg)
     checkpoint = parts.policy.identity()
     provenance = collect_provenance(parts.env, parts.policy, checkpoint, cfg.device)
@@ -230,9 +228,6 @@ def open_run(
             recorder = stack.enter_context(recording(eval_cfg, parts.env, parts.tasks, out_dir))
         if on_locked is not None:
             on_locked()
-        if pools is None:
-            pools = KeptPools()
-            stack.callback(pools.close)
         if eval_cfg.use_async_envs and eval_cfg.batch_size > 1:
             pools.prestart(parts.run_env)
         yield RunContext(
@@ -242,7 +237,7 @@ def open_run(
             sink,
             label=label,
             plan=plan,
-            loggers=loggers,
+            loggers=warm.loggers,
             pools=pools,
             recorder=recorder,
             run_meta=run_meta,
