@@ -32,10 +32,10 @@ from lerobot_hydra.results.aggregate import Results
 from lerobot_hydra.rollout.build import RunParts
 from lerobot_hydra.rollout.health import Health
 from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
-from lerobot_hydra.rollout.plan import TaskBlock, shard_plan
+from lerobot_hydra.rollout.plan import TaskBlock, TaskWork, shard_plan
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.provenance import collect as collect_provenance
-from lerobot_hydra.rollout.runner import OnRecord, TaskWork
+from lerobot_hydra.rollout.runner import OnRecord
 from lerobot_hydra.rollout.stopping import RunInterrupted
 from lerobot_hydra.run.identity import dynamic_claims, run_identity
 from lerobot_hydra.run.pools import KeptPools

@@ -9,8 +9,8 @@ from typing import Any
 from lerobot_hydra.core.records import EpisodeKey, TaskKey
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.results.sequential import Outcomes
-from lerobot_hydra.rollout.plan import TaskBlock
-from lerobot_hydra.rollout.runner import OnRecord, TaskWork
+from lerobot_hydra.rollout.plan import TaskBlock, TaskWork
+from lerobot_hydra.rollout.runner import OnRecord
 from lerobot_hydra.run.sink import RecordSink
 
 
