@@ -7,7 +7,7 @@ difference at level alpha; eval.n_episodes is the maximum.
 
 Each round runs the baseline, then the candidate, through the episodes before the round's end in their own run dirs
 (OUT/baseline, OUT/candidate; resumable, as any run dir), each side's policy, workers and simulators kept from round
-to round (run/context.py), then judges every undecided task on the pairs so far. The
+to round (run/sources/paired.py), then judges every undecided task on the pairs so far. The
 decision reads episodes 0..end-1 in episode order only, so batch size, lanes and timing never move the stopping
 point, and running the same command again resumes the same sequence. Both run dirs' eval_info.json and report.html
 say when and why each task stopped; OUT/sequential.json holds the same. This runs the rounds in one process; a
