@@ -163,7 +163,8 @@ class Evaluator:
 
     def __del__(self) -> None:
         try:
-            self._pools.close()  # an Evaluator dropped without close(): its workers end with it
+            if not self._closed:
+                self._pools.close()  # an Evaluator dropped without close(): its workers end with it
         except Exception:  # noqa: BLE001, S110 - nothing to report to at garbage collection
             pass
 

@@ -48,6 +48,8 @@ class KeptPools:
             self._pools.popitem()[1].close()
 
     def close(self) -> None:
-        """Closes every pool, then gives back this owner's hold on the worker servers."""
+        """Closes every pool, then gives back this owner's hold on the worker servers (if it took one: an owner
+        collected while the last hold stops the servers, which collects garbage, must not wait on their lock)."""
         self.clear()
-        self._servers.release()
+        if self._servers.held:
+            self._servers.release()
