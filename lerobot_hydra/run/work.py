@@ -1,16 +1,21 @@
-"""What a source of work hands a run (`Batch`), a round driven from outside (`RoundCap`), and the planning helpers
-the sources share: a plan's episodes not yet recorded, cut at a round's end and at stopped tasks."""
+"""What a source of work hands a run (`Batch`), a round driven from outside (`RoundCap`), and the planning the
+sources share: the plan a run's records are accepted for (`planned_for`: the run context opens its sink with it), a
+plan's episodes not yet recorded, cut at a round's end and at stopped tasks."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from lerobot_hydra.config.schema import EvalConfig
+from lerobot_hydra.config.validation import check_shards_have_work
 from lerobot_hydra.core.records import EpisodeKey, TaskKey
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.results.sequential import Outcomes
-from lerobot_hydra.rollout.plan import TaskBlock, TaskWork
+from lerobot_hydra.rollout.build import RunParts
+from lerobot_hydra.rollout.plan import TaskBlock, TaskWork, shard_plan
 from lerobot_hydra.rollout.runner import OnRecord
+from lerobot_hydra.run.identity import dynamic_claims
 from lerobot_hydra.run.sink import RecordSink
 
 
@@ -32,6 +37,17 @@ class RoundCap:
     stops: dict[TaskKey, int] = field(default_factory=dict)
     summary: dict[str, Any] | None = None
     final: bool = False
+
+
+def planned_for(parts: RunParts, eval_cfg: EvalConfig) -> list[TaskBlock]:
+    """This shard's block of the run's episodes; a dynamic shard may record any episode (it claims its blocks): its
+    plan is the whole run's."""
+    n_tasks, num_shards = len(parts.tasks), eval_cfg.num_shards or 1
+    check_shards_have_work(n_tasks * eval_cfg.n_episodes, num_shards, n_tasks, eval_cfg.n_episodes)
+    keys = [t.key for t in parts.tasks]
+    if dynamic_claims(eval_cfg):
+        return shard_plan(keys, eval_cfg.n_episodes, 0, 1)
+    return shard_plan(keys, eval_cfg.n_episodes, eval_cfg.shard_id, num_shards)
 
 
 def plan_work(
