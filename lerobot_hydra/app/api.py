@@ -14,6 +14,7 @@ train/eval mode; the policy is not moved.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import random
 import sys
@@ -106,23 +107,15 @@ class Evaluator:
         names the evaluation in loggers and run dirs."""
         if self._closed:
             raise UserError("this Evaluator is closed; make a new one")
-        self.live.live = LivePolicy.of(policy, preprocessor, postprocessor)
-        try:
-            warm = self._warm_for_policy()
-            self._calls += 1
-            name = f"step_{step:09d}" if step is not None else f"eval_{self._calls:03d}"
-            out_dir = None if self.out_dir is None else self.out_dir / name
-            with caller_state_kept(self.live.live.policy):
-                results = evaluate_config(
-                    self.cfg,
-                    self.eval_cfg,
-                    out_dir,
-                    "api",
-                    warm=warm,
-                    run_meta=lambda: self.run_meta(step, out_dir),
-                )
-        finally:
-            self.live.live = None  # the trainer's policy is not kept between evaluations
+        config = self.live.holding(LivePolicy.of(policy, preprocessor, postprocessor))  # this evaluation's only
+        warm = self._warm_for(config)
+        self._calls += 1
+        name = f"step_{step:09d}" if step is not None else f"eval_{self._calls:03d}"
+        out_dir = None if self.out_dir is None else self.out_dir / name
+        with caller_state_kept(policy):
+            results = evaluate_config(
+                self.cfg, self.eval_cfg, out_dir, "api", warm=warm, run_meta=lambda: self.run_meta(step, out_dir)
+            )
         log.info(
             "evaluation%s: %s%% success over %d episodes",
             "" if step is None else f" at step {step}",
@@ -131,15 +124,16 @@ class Evaluator:
         )
         return results
 
-    def _warm_for_policy(self) -> Warm:
-        """What is kept warm, its parts rebuilt (and the workers restarted) only when a policy reads other
-        observations."""
-        reads = self.live.reads(self.env)
+    def _warm_for(self, config: LivePolicyConfig) -> Warm:
+        """What is kept warm, for one evaluation with `config` as its policy (the kept one never holds the caller's
+        policy); the parts are rebuilt (and the workers restarted) only when a policy reads other observations."""
+        reads = config.reads(self.env)
         if self._warm is None or reads != self._reads:
             self._pools.clear()
-            self._warm = Warm(build_run(self.cfg, policy=self.live, env=self.env), self.loggers, self._pools)
+            parts = build_run(self.cfg, policy=config, env=self.env)
+            self._warm = Warm(dataclasses.replace(parts, policy=self.live), self.loggers, self._pools)
             self._reads = reads
-        return self._warm
+        return dataclasses.replace(self._warm, parts=dataclasses.replace(self._warm.parts, policy=config))
 
     def run_meta(self, step: int | None, out_dir: Path | None) -> RunMeta:
         config = {**plain_config(self.cfg), "step": step, "out_dir": None if out_dir is None else str(out_dir)}
@@ -153,7 +147,6 @@ class Evaluator:
             return
         self._closed = True
         self._pools.close()
-        self.live.live = None
 
     def __enter__(self) -> Self:
         return self
