@@ -3,7 +3,7 @@
 #   bash scripts/install.sh                 # core: MetaWorld + the scripted experts (python eval.py)
 #   bash scripts/install.sh all,test        # every extra + test tools (LIBERO, LeRobot, W&B, SLURM, PushT)
 #   PYTHON=.venv312/bin/python bash scripts/install.sh all,test   # into that interpreter (default: python)
-# The lerobot extra follows the Python: LeRobot 0.6.x on Python >= 3.12, LeRobot 0.4.4 on 3.10-3.11.
+# The lerobot extra follows the Python: LeRobot 0.6.x on Python >= 3.12, LeRobot 0.4.4 on 3.11.
 # System packages need root (or sudo); without apt-get they are skipped with a note.
 set -euo pipefail
 cd "$(dirname "$0")/.."

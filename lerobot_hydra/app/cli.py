@@ -116,7 +116,7 @@ def one_line_errors() -> Iterator[None]:
 
     Hydra has no public hook for how `@hydra.main` reports an error: it prints it (over several lines) and exits,
     unless the documented environment variable HYDRA_FULL_ERROR=1 is set, when it raises it. So we set that variable
-    and report here; when the user set it, everything raises untouched (tests/app/test_error_reporting.py pins it).
+    and report here; when the user set it, everything raises untouched (tests/sweeps/test_launchers.py pins it).
     """
     describe = os.environ.get("HYDRA_FULL_ERROR") != "1" or os.environ.get(OURS) == "1"
     if describe:

@@ -5,7 +5,7 @@ While `stop_signals()` is active (main thread only), the first of these signals 
 thread. The episodes in flight are dropped, not finished: they run again on resume, and SLURM kills a job KillWait
 seconds (usually 30) after its SIGTERM, often too soon for long episodes to end. Every other lane stops at its next
 step (lanes.py), the records already flushed stay, and the run's files are written marked incomplete. Later signals
-are noted but not raised, so that this cleanup completes. Workers ignore these signals (envs/worker_signals.py).
+are noted but not raised, so that this cleanup completes. Workers ignore these signals (vector/worker_signals.py).
 
 Under submitit the timeout/preemption signal is submitit's: its handler checkpoints and requeues the job (within the
 presets' `max_num_timeout`; a preemption always). That handler is called once the run has stopped cleanly, instead of
