@@ -15,6 +15,8 @@ import argparse
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,15 +47,22 @@ def look_and_wait(row: np.ndarray) -> np.ndarray:
 
 
 def warm(out: Path) -> list[tuple]:
+    from lerobot_hydra.app.evaluation import evaluate_config
     from lerobot_hydra.app.probing import compose
     from lerobot_hydra.config.schema import validate
-    from lerobot_hydra.run.context import open_run
-    from lerobot_hydra.run.execute import execute
-    from lerobot_hydra.run.sources import source_for
 
     cfg = compose(OVERRIDES)
-    with open_run(cfg, validate(cfg), out, "warm") as run:
-        return _outcomes(execute(run, source_for(run)))
+    return _outcomes(evaluate_config(cfg, validate(cfg), out, "warm"))
+
+
+@contextmanager
+def _cold_run(cfg: Any, ev: Any, out: Path) -> Iterator[Any]:
+    """A run context of its own: the parts, policy, workers and simulators built again."""
+    from lerobot_hydra.run.context import open_run
+    from lerobot_hydra.run.warm import Warm
+
+    with Warm.opened(cfg) as kept, open_run(cfg, ev, out, "cold", kept) as run:
+        yield run
 
 
 def cold(out: Path) -> list[tuple]:
@@ -62,25 +71,32 @@ def cold(out: Path) -> list[tuple]:
 
     from lerobot_hydra.app.probing import compose
     from lerobot_hydra.config.schema import validate
-    from lerobot_hydra.results.sequential import TaskStops, one_policy_of, rounds
-    from lerobot_hydra.run.context import open_run
+    from lerobot_hydra.results.sequential import TaskStops, one_policy_of, round_ends, successes_before
     from lerobot_hydra.run.execute import conclude
     from lerobot_hydra.run.sources import FixedPlan
-    from lerobot_hydra.run.work import RoundCap, capped, outcomes, plan_work
+    from lerobot_hydra.run.work import RoundCap, capped, outcomes_of, plan_work
 
     cfg = compose(OVERRIDES)
     ev = validate(cfg)
     decided = TaskStops(asdict(ev.sequential), ev.n_episodes)
-    for end in rounds(ev.n_episodes, ev.sequential.round):
-        with open_run(cfg, ev, out, "cold") as run:
+    keys: list[Any] = []
+
+    def judge(end: int) -> bool:
+        """Runs the round up to `end` in a run context of its own, then judges its tasks."""
+        with _cold_run(cfg, ev, out) as run:
+            keys[:] = [t.key for t in run.parts.tasks]
             run.run(capped(plan_work(run.parts.tasks, run.plan, run.sink), end, decided.stopped_after()))
-            keys = [t.key for t in run.parts.tasks]
-            for key in keys:
-                decided.judge(key, one_policy_of(ev.sequential, outcomes(run.sink, key, end)), end)
+
+            def decide(key: Any) -> Any:
+                return one_policy_of(ev.sequential, successes_before(outcomes_of(run.sink, key), end))
+
+            stopped = decided.judge_round(keys, end, decide, lambda line: None)
             run.end(False, False, decided.stopped_after())
-        if all(key in decided.stops for key in keys):
-            break
-    with open_run(cfg, ev, out, "cold") as run:
+        return stopped
+
+    for _ in round_ends(ev.n_episodes, ev.sequential.round, judge):
+        pass  # each round runs in `judge`
+    with _cold_run(cfg, ev, out) as run:
         cap = RoundCap(ev.n_episodes, decided.stopped_after(), decided.summary(keys), final=True)
         return _outcomes(conclude(run, FixedPlan(run.plan, run.parts.tasks, cap)))
 

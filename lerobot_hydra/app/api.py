@@ -14,6 +14,7 @@ train/eval mode; the policy is not moved.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import random
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from lerobot_hydra.app.evaluation import evaluate_config
 from lerobot_hydra.app.main_guard import check_main_guard
 from lerobot_hydra.config import schema as schemas
 from lerobot_hydra.config.schema import EvalConfig, instantiate_node
@@ -30,11 +32,9 @@ from lerobot_hydra.loggers.base import RunMeta, build_loggers
 from lerobot_hydra.loggers.run_meta import EVAL, plain_config
 from lerobot_hydra.policies.live import LivePolicy, LivePolicyConfig
 from lerobot_hydra.results.aggregate import Results
-from lerobot_hydra.rollout.build import RunParts, build_run
-from lerobot_hydra.run.context import open_run
-from lerobot_hydra.run.execute import execute
+from lerobot_hydra.rollout.build import build_run
 from lerobot_hydra.run.pools import KeptPools
-from lerobot_hydra.run.sources import source_for
+from lerobot_hydra.run.warm import Warm
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -95,7 +95,7 @@ class Evaluator:
         self.live = instantiate_node(self.cfg.policy)
         assert isinstance(self.live, LivePolicyConfig)
         self._pools = KeptPools()
-        self._parts: RunParts | None = None
+        self._warm: Warm | None = None
         self._reads: Any = ()  # what the policy the parts were built for reads
         self._calls = 0
         self._closed = False
@@ -107,28 +107,15 @@ class Evaluator:
         names the evaluation in loggers and run dirs."""
         if self._closed:
             raise UserError("this Evaluator is closed; make a new one")
-        self.live.live = LivePolicy.of(policy, preprocessor, postprocessor)
-        try:
-            parts = self._run_parts()
-            self._calls += 1
-            name = f"step_{step:09d}" if step is not None else f"eval_{self._calls:03d}"
-            out_dir = None if self.out_dir is None else self.out_dir / name
-            with (
-                caller_state_kept(self.live.live.policy),
-                open_run(
-                    self.cfg,
-                    self.eval_cfg,
-                    out_dir,
-                    "api",
-                    parts=parts,
-                    pools=self._pools,
-                    loggers=self.loggers,
-                    run_meta=lambda: self.run_meta(step, out_dir),
-                ) as run,
-            ):
-                results = execute(run, source_for(run))
-        finally:
-            self.live.live = None  # the trainer's policy is not kept between evaluations
+        config = self.live.holding(LivePolicy.of(policy, preprocessor, postprocessor))  # this evaluation's only
+        warm = self._warm_for(config)
+        self._calls += 1
+        name = f"step_{step:09d}" if step is not None else f"eval_{self._calls:03d}"
+        out_dir = None if self.out_dir is None else self.out_dir / name
+        with caller_state_kept(policy):
+            results = evaluate_config(
+                self.cfg, self.eval_cfg, out_dir, "api", warm=warm, run_meta=lambda: self.run_meta(step, out_dir)
+            )
         log.info(
             "evaluation%s: %s%% success over %d episodes",
             "" if step is None else f" at step {step}",
@@ -137,14 +124,16 @@ class Evaluator:
         )
         return results
 
-    def _run_parts(self) -> RunParts:
-        """The run's parts, rebuilt (and the workers restarted) only when a policy reads other observations."""
-        reads = self.live.reads(self.env)
-        if self._parts is None or reads != self._reads:
+    def _warm_for(self, config: LivePolicyConfig) -> Warm:
+        """What is kept warm, for one evaluation with `config` as its policy (the kept one never holds the caller's
+        policy); the parts are rebuilt (and the workers restarted) only when a policy reads other observations."""
+        reads = config.reads(self.env)
+        if self._warm is None or reads != self._reads:
             self._pools.clear()
-            self._parts = build_run(self.cfg, policy=self.live, env=self.env)
+            parts = build_run(self.cfg, policy=config, env=self.env)
+            self._warm = Warm(dataclasses.replace(parts, policy=self.live), self.loggers, self._pools)
             self._reads = reads
-        return self._parts
+        return dataclasses.replace(self._warm, parts=dataclasses.replace(self._warm.parts, policy=config))
 
     def run_meta(self, step: int | None, out_dir: Path | None) -> RunMeta:
         config = {**plain_config(self.cfg), "step": step, "out_dir": None if out_dir is None else str(out_dir)}
@@ -158,7 +147,6 @@ class Evaluator:
             return
         self._closed = True
         self._pools.close()
-        self.live.live = None
 
     def __enter__(self) -> Self:
         return self
@@ -168,7 +156,8 @@ class Evaluator:
 
     def __del__(self) -> None:
         try:
-            self._pools.close()  # an Evaluator dropped without close(): its workers end with it
+            if not self._closed:
+                self._pools.close()  # an Evaluator dropped without close(): its workers end with it
         except Exception:  # noqa: BLE001, S110 - nothing to report to at garbage collection
             pass
 

@@ -10,8 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from lerobot_hydra.core.errors import UserError, did_you_mean
 from lerobot_hydra.core.labels import job_subdir
 from lerobot_hydra.launch.outcomes import SweepJobsFailed
@@ -19,14 +17,11 @@ from lerobot_hydra.launch.ray_connect import ray_launcher_missing
 from lerobot_hydra.launch.shards import NUM_SHARDS, SHARD_ID, num_shards_swept, shard_sweep_in_a_single_run
 
 
-def _job_subdir_resolver(job_num: Any, shard_id: Any, num_shards: Any, overrides: Any) -> str:
+def job_subdir_resolver(job_num: Any, shard_id: Any, num_shards: Any, overrides: Any) -> str:
+    """`${lerobot_hydra_job_subdir:...}`: conf/config.yaml names each job dir of a sweep with it (shard jobs:
+    <label dir>/shard_<k>_of_<N>); registered by app/probing.py `register`."""
     task_overrides = [str(o) for o in overrides] if overrides is not None else []
     return job_subdir(int(job_num), int(shard_id), None if num_shards is None else int(num_shards), task_overrides)
-
-
-# conf/config.yaml names each job dir of a sweep with this (shard jobs: <label dir>/shard_<k>_of_<N>). Registered on
-# import: the submitit job processes import this module too, through the pickled task function.
-OmegaConf.register_new_resolver("lerobot_hydra_job_subdir", _job_subdir_resolver, replace=True)
 
 
 def describe_hydra_error(ex: BaseException) -> str | None:

@@ -15,9 +15,9 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from lerobot_hydra.app.cli import OURS, one_line_errors
+from lerobot_hydra.app.probing import register
 from lerobot_hydra.config import schema as schemas
 from lerobot_hydra.core.errors import EPISODE_ERRORS_EXIT, UserError, episode_errors_line
-from lerobot_hydra.launch import schemas as launcher_schemas  # noqa: F401  registers the hydra/launcher options
 from lerobot_hydra.loggers.bounded import bounded_exit
 from lerobot_hydra.results.aggregate import Results
 from lerobot_hydra.rollout.stopping import RunInterrupted, print_status, stop_signals
@@ -30,12 +30,17 @@ log = logging.getLogger("lerobot_hydra")
 # conf/ ships inside the package, our launchers and their presets under conf/hydra/launcher/ (launch/schemas.py).
 CONFIG_PATH = "pkg://lerobot_hydra.conf"
 
+# Hydra resolves a sweep job's dir (its resolver) before it calls `run`, in the job processes too, which get here by
+# importing this module (they unpickle `_hydra_main`): so this module registers at import, explicitly.
+register()
+
 
 def run(cfg: DictConfig) -> Results:
     """Evaluate the composed config in Hydra's output dir; returns its results (a shard's: its part)."""
     import copy
 
     from lerobot_hydra.app.evaluation import evaluate_config
+    from lerobot_hydra.run.sources import source_for
     from lerobot_hydra.rundir.job_files import JobFiles
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)
@@ -44,7 +49,9 @@ def run(cfg: DictConfig) -> Results:
         cap = _sweep_round(label)
         eval_cfg = schemas.validate(cfg, sweep_rounds=cap is not None)
         with stop_signals():
-            return evaluate_config(cfg, eval_cfg, out_dir, label, on_locked=job_files.save, cap=cap)
+            return evaluate_config(
+                cfg, eval_cfg, out_dir, label, source=lambda run: source_for(run, cap), on_locked=job_files.save
+            )
 
 
 def _sweep_round(label: str) -> RoundCap | None:
@@ -89,6 +96,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
+    register()
     try:
         with one_line_errors():
             _hydra_main()

@@ -7,7 +7,7 @@ difference at level alpha; eval.n_episodes is the maximum.
 
 Each round runs the baseline, then the candidate, through the episodes before the round's end in their own run dirs
 (OUT/baseline, OUT/candidate; resumable, as any run dir), each side's policy, workers and simulators kept from round
-to round (run/context.py), then judges every undecided task on the pairs so far. The
+to round (run/sources/paired.py), then judges every undecided task on the pairs so far. The
 decision reads episodes 0..end-1 in episode order only, so batch size, lanes and timing never move the stopping
 point, and running the same command again resumes the same sequence. Both run dirs' eval_info.json and report.html
 say when and why each task stopped; OUT/sequential.json holds the same. This runs the rounds in one process; a
@@ -20,26 +20,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from lerobot_hydra.app.probing import compose
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.results.sequential import TaskStops, paired, rounds
-from lerobot_hydra.results.table import task_label
+from lerobot_hydra.results.sequential import TaskStops
 from lerobot_hydra.rollout.stopping import RunInterrupted
-
-if TYPE_CHECKING:
-    from lerobot_hydra.run.context import RunContext
-
-
-def _compose(overrides: list[str]) -> Any:
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
-    import lerobot_hydra.app.main  # noqa: F401  registers the schemas and resolvers
-
-    GlobalHydra.instance().clear()
-    with initialize_config_module(config_module="lerobot_hydra.conf", version_base="1.3"):
-        return compose(config_name="config", overrides=overrides)
 
 
 def run_paired(
@@ -54,11 +40,15 @@ def run_paired(
     beta: float = 0.2,
 ) -> dict[str, Any]:
     """Runs the rounds; returns what OUT/sequential.json holds (rates and differences as fractions)."""
+    from lerobot_hydra.app.evaluation import evaluate_config
     from lerobot_hydra.config.schema import validate
     from lerobot_hydra.run.context import open_run
+    from lerobot_hydra.run.execute import conclude
+    from lerobot_hydra.run.sources.paired import PairedRounds
+    from lerobot_hydra.run.warm import Warm
 
     sides = {"baseline": [*common, *baseline], "candidate": [*common, *candidate]}
-    cfgs = {side: _compose(overrides) for side, overrides in sides.items()}
+    cfgs = {side: compose(overrides) for side, overrides in sides.items()}
     evals = {side: validate(cfg) for side, cfg in cfgs.items()}
     n_max = evals["baseline"].n_episodes
     if evals["candidate"].n_episodes != n_max or cfgs["baseline"].seed != cfgs["candidate"].seed:
@@ -70,63 +60,17 @@ def run_paired(
         )
     settings = {"test": "paired SPRT", "alpha": alpha, "beta": beta, "detect": detect, "discordance": discordance}
     decided = TaskStops(settings, n_max, "pairs")
-    with (
-        open_run(cfgs["baseline"], evals["baseline"], out / "baseline", "baseline") as base,
-        open_run(cfgs["candidate"], evals["candidate"], out / "candidate", "candidate") as cand,
-    ):
-        if [t.key for t in base.parts.tasks] != [t.key for t in cand.parts.tasks]:
-            raise UserError("the baseline and the candidate run different tasks; set env and its tasks in the common")
-        decided.names = {t.key: task_label(t.group, t.task_id, t.name) for t in base.parts.tasks}
-        dropped: dict[str, int] = {}
-        interrupted = _race(base, cand, decided, evals["baseline"].sequential.round, dropped)
-        summary = decided.summary([t.key for t in base.parts.tasks])
-        summary["error_pairs_dropped"] = {task: n for task, n in dropped.items() if n}
-        _conclude_sides([base, cand], decided, summary, interrupted)
+    base_cfg, base_eval = cfgs["baseline"], evals["baseline"]
+    with Warm.opened(base_cfg) as warm, open_run(base_cfg, base_eval, out / "baseline", "baseline", warm) as base:
+        rounds = PairedRounds(base, decided, base_eval.sequential.round)
+        try:
+            evaluate_config(cfgs["candidate"], evals["candidate"], out / "candidate", "candidate", source=rounds.of)
+        except RunInterrupted as stopped:
+            conclude(base, rounds.side(base), stopped)
+        conclude(base, rounds.side(base))
+    summary = rounds.summary()
     (out / "sequential.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     return summary
-
-
-def _race(
-    base: RunContext, cand: RunContext, decided: TaskStops, round_size: int, dropped: dict[str, int]
-) -> RunInterrupted | None:
-    """Both sides' rounds, warm from one to the next, each task judged on its pairs after each round, pairs with an
-    error episode on either side left out (counted in `dropped`, by task label); returns the stop signal that ended
-    them early, if one did."""
-    from lerobot_hydra.run.work import capped, outcome_pairs, plan_work
-
-    keys = [t.key for t in base.parts.tasks]
-    s = decided.settings
-    try:
-        for end in rounds(decided.n_max, round_size):
-            for run in (base, cand):
-                work = plan_work(run.parts.tasks, run.plan, run.sink, run.lost_steps())
-                run.run(capped(work, end, decided.stopped_after()))
-            for key in keys:
-                pairs, dropped[decided.names[key]] = outcome_pairs(base.sink, cand.sink, key, end)
-                decided.judge(key, paired(pairs, s["alpha"], s["beta"], s["detect"], s["discordance"]), end)
-            if all(key in decided.stops for key in keys):
-                break
-    except RunInterrupted as err:
-        return err.with_traceback(None)
-    return None
-
-
-def _conclude_sides(
-    runs: list[RunContext], decided: TaskStops, summary: dict[str, Any], interrupted: RunInterrupted | None
-) -> None:
-    """Each side ends and publishes its results with the stopping summary (nothing is left to run)."""
-    from lerobot_hydra.run.execute import conclude
-    from lerobot_hydra.run.sources import FixedPlan
-    from lerobot_hydra.run.work import RoundCap
-
-    cap = RoundCap(decided.n_max, decided.stopped_after(), summary, final=True)
-    for run in runs:
-        try:
-            conclude(run, FixedPlan(run.plan, run.parts.tasks, cap), interrupted)
-        except RunInterrupted:
-            pass
-    if interrupted is not None:
-        raise interrupted
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -119,13 +119,12 @@ def _check_record(ev: EvalConfig) -> None:
 
 
 def register_schemas() -> None:
+    """The run's and eval's schemas in Hydra's ConfigStore (app/probing.py `register` calls it)."""
     cs = ConfigStore.instance()
     cs.store(name="run_schema", node=RunConfig)
     cs.store(group="eval", name="schema", node=EvalConfig)
     cs.store(group="schema", name="open", node=open_node())
 
-
-register_schemas()
 
 # Keys Hydra's instantiate understands besides a dataclass's own fields.
 _INSTANTIATE_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}

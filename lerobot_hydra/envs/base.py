@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lerobot_hydra.core.errors import UserError, did_you_mean
+from lerobot_hydra.core.records import TaskKey
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -41,7 +42,7 @@ class TaskSpec:
     max_steps: int
 
     @property
-    def key(self) -> tuple[str, int]:
+    def key(self) -> TaskKey:
         return (self.group, self.task_id)
 
     @property

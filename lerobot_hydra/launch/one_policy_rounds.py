@@ -13,11 +13,11 @@ from lerobot_hydra.config.schema import SequentialConfig
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.records import TaskKey
 from lerobot_hydra.launch.round_decisions import all_stopped, sweep_outcomes
-from lerobot_hydra.results.sequential import Decision, TaskStops, one_policy_of
+from lerobot_hydra.results.sequential import Decision, Outcomes, TaskStops, one_policy_of, successes_before
 
 
 @dataclass
-class OnePolicyRounds:
+class OnePolicyDecisions:
     """Each combination's eval.sequential, and its stops so far."""
 
     settings: dict[str, SequentialConfig]  # label -> its eval.sequential
@@ -46,21 +46,18 @@ class OnePolicyRounds:
         """Judges every undecided task of every combination on its episodes before `end`; a line per new stop."""
         outcomes = sweep_outcomes(sweep_dir, self.labels, self.names)
         self.tasks = {label: list(by_task) for label, by_task in outcomes.items()}
-        said = []
+        said: list[str] = []
         for label, by_task in outcomes.items():
-            decided = self.decided[label]
-            for key, by_index in by_task.items():
-                if key in decided.stops:
-                    continue
-                if any(k not in by_index for k in range(end)):
+
+            def decide(key: TaskKey, label: str = label, by_task: dict[TaskKey, Outcomes] = by_task) -> Decision:
+                if any(k not in by_task[key] for k in range(end)):
                     raise UserError(
                         f"'{label}' lacks episodes of {self.names.get(key, key)} before {end} after the round; re-run "
                         "the sweep with the same hydra.sweep.dir (recorded episodes are kept)"
                     )
-                evaluated = [success for k in range(end) if (success := by_index[k]) is not None]  # no errors
-                decision = one_policy_of(self.settings[label], evaluated)
-                if decided.judge(key, decision, end) is not None:
-                    said.append(f"{label}: {decided.said(key)}")
+                return one_policy_of(self.settings[label], successes_before(by_task[key], end))
+
+            self.decided[label].judge_round(by_task, end, decide, lambda line, n=label: said.append(f"{n}: {line}"))
         return said
 
     def summary(self, label: str) -> dict[str, Any]:

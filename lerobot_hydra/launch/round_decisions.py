@@ -13,7 +13,7 @@ from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.labels import distinguishing_labels, split_label
 from lerobot_hydra.core.records import TaskKey
 from lerobot_hydra.merge.baseline import holds
-from lerobot_hydra.results.sequential import Decision, TaskStops, paired
+from lerobot_hydra.results.sequential import Decision, TaskStops, paired, pairs_before
 from lerobot_hydra.results.table import task_label
 from lerobot_hydra.rundir.shard_file import find_shard_files, load_shard
 
@@ -27,7 +27,7 @@ class Settings:
 
 
 @dataclass
-class Rounds:
+class PairedDecisions:
     """Each candidate's baseline, and the stops so far of every combination."""
 
     settings: Settings
@@ -64,12 +64,11 @@ class Rounds:
         """Judges every undecided task of every pair on the episodes before `end`; returns a line per new stop."""
         outcomes = sweep_outcomes(sweep_dir, self.labels, self.names)
         self.tasks = {label: list(by_task) for label, by_task in outcomes.items()}
-        said = []
+        said: list[str] = []
         for cand, base in self.pairs.items():
-            decided = self.decided[cand]
-            for key in outcomes[base]:
-                if key in decided.stops:
-                    continue
+            shown = self.shown[cand]
+
+            def decide(key: TaskKey, cand: str = cand, base: str = base) -> Decision:
                 base_of, cand_of = outcomes[base][key], outcomes[cand].get(key, {})
                 if any(k not in base_of or k not in cand_of for k in range(end)):
                     raise UserError(
@@ -77,17 +76,17 @@ class Rounds:
                         f"{self.names[key]} before {end} after the round; re-run the sweep with the same "
                         "hydra.sweep.dir (recorded episodes are kept)"
                     )
-                both = [(base_of[k], cand_of[k]) for k in range(end)]
-                pairs = [(a, b) for a, b in both if a is not None and b is not None]  # None: an error episode
-                if len(pairs) < len(both):
+                pairs, dropped = pairs_before(base_of, cand_of, end)
+                if dropped:
                     said.append(
-                        f"{self.shown[cand]}: {self.names[key]}: {len(both) - len(pairs)} pair(s) with an "
-                        "error episode on either side left out"
+                        f"{self.shown[cand]}: {self.names[key]}: {dropped} pair(s) with an error episode on either "
+                        "side left out"
                     )
                 s = self.settings
-                decision = paired(pairs, s.alpha, s.beta, s.detect, s.discordance)
-                if decided.judge(key, decision, end) is not None:
-                    said.append(f"{self.shown[cand]}: {decided.said(key)}")
+                return paired(pairs, s.alpha, s.beta, s.detect, s.discordance)
+
+            stopped = self.decided[cand]
+            stopped.judge_round(outcomes[base], end, decide, lambda line, n=shown: said.append(f"{n}: {line}"))
         self._stop_baselines(outcomes)
         return said
 

@@ -5,7 +5,7 @@ plugin's) and `ray` (the hydra-ray-launcher plugin's) name ConfigStore entries; 
 names: the same settings (the plugins' dataclasses), with `_target_` our launcher classes
 (hydra_plugins/lerobot_hydra_launchers/launchers.py; Hydra instantiates launchers from the `hydra_plugins` package
 only). The presets under conf/hydra/launcher/ (local_shards, slurm_cpu, slurm_gpu, ray_cpu, ray_gpu) extend them.
-Importing this module registers the schemas (app/main.py does).
+app/probing.py `register` calls `register`.
 
 Why the ConfigStore and not YAML files of the same names in our tree: Hydra merges a file with the ConfigStore entry
 of the same name ("automatic schema matching", deprecated, a warning every run), so the entries themselves are
@@ -87,6 +87,3 @@ def register() -> None:
     for name, node in {BASIC: BasicLauncherConf, **_submitit_schemas(), **_ray_schemas()}.items():
         store.store(group=GROUP, name=name, node=node, provider=PROVIDER)
     store.store(group=SWEEPER_GROUP, name=SEQUENTIAL, node=SequentialSweeperConf, provider=PROVIDER)
-
-
-register()

@@ -35,11 +35,11 @@ from lerobot_hydra.config.schema import SequentialConfig
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.labels import combination_label
 from lerobot_hydra.core.layout import MULTIRUN_FILE
-from lerobot_hydra.launch.one_policy_rounds import OnePolicyRounds
-from lerobot_hydra.launch.round_decisions import Rounds, Settings, pair_combinations
+from lerobot_hydra.launch.one_policy_rounds import OnePolicyDecisions
+from lerobot_hydra.launch.round_decisions import PairedDecisions, Settings, pair_combinations
 from lerobot_hydra.launch.shards import shard_sweep_total, with_num_shards
 from lerobot_hydra.merge.rounds import write_state
-from lerobot_hydra.results.sequential import rounds
+from lerobot_hydra.results.sequential import round_ends, rounds
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -86,16 +86,17 @@ class SequentialSweep(Sweeper):
         OmegaConf.save(self.config, sweep_dir / MULTIRUN_FILE)
         labels = [combination_label(job) for job in jobs]
         n_max, round_size, one = self._sizes(jobs, labels)
-        state: Rounds | OnePolicyRounds
+        state: PairedDecisions | OnePolicyDecisions
         if self.baseline:
-            state = Rounds(self.settings, self.baseline, n_max, pair_combinations(sorted(set(labels)), self.baseline))
+            pairs = pair_combinations(sorted(set(labels)), self.baseline)
+            state = PairedDecisions(self.settings, self.baseline, n_max, pairs)
         else:
-            state = OnePolicyRounds(one, n_max)
-        ends = rounds(n_max, round_size)
+            state = OnePolicyDecisions(one, n_max)
         returns: list[Sequence[JobReturn]] = []
         published: set[str] = set()  # combinations launched once more after their last stop: their files say so
-        for i in itertools.count():
-            end = ends[min(i, len(ends) - 1)]
+
+        def launch(end: int) -> None:
+            """The round up to `end`: every combination not yet published, the finished ones for the last time."""
             finishing = {label for label in labels if state.finished(label)} - published
             self._write(sweep_dir, end, state, finishing)
             active = [j for j, label in enumerate(labels) if label not in published]
@@ -105,14 +106,21 @@ class SequentialSweep(Sweeper):
                 for r in results:
                     _ = r.return_value  # raises the job's error, as Hydra's basic sweeper does
                 returns.append(results)
-            published |= finishing
-            if published >= set(labels):
-                return returns
+            published.update(finishing)
+
+        def judge(end: int) -> bool:
             for line in state.decide(sweep_dir, end):
                 log.info("sequential sweep: %s", line)
-        raise AssertionError("unreachable")
+            return all(state.finished(label) for label in labels)
 
-    def _write(self, sweep_dir: Path, end: int, state: Rounds | OnePolicyRounds, final: set[str]) -> None:
+        ends = rounds(n_max, round_size)
+        end = ends[0]
+        for end in round_ends(n_max, round_size, judge):
+            launch(end)
+        launch(next((e for e in ends if e > end), ends[-1]))  # every task stopped: their files say so
+        return returns
+
+    def _write(self, sweep_dir: Path, end: int, state: PairedDecisions | OnePolicyDecisions, final: set[str]) -> None:
         stops = {label: {k: n for k, (n, _) in state.stops.get(label, {}).items()} for label in state.labels}
         summaries = {label: state.summary(label) for label in state.labels}
         write_state(sweep_dir, end, state.n_max, self.baseline, stops, summaries, final)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobot_hydra.core.labels import distinguishing_labels
-from lerobot_hydra.core.records import EpisodeRecord
+from lerobot_hydra.core.records import EpisodeRecord, TaskKey
 from lerobot_hydra.results.aggregate import Results, TaskSummary
 
 LABEL_CHARS = 48
@@ -93,8 +93,8 @@ def sweep_heatmap(results: Sequence[tuple[str, Results]], path: Path) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    columns: list[tuple[str, int]] = []
-    names: dict[tuple[str, int], str] = {}
+    columns: list[TaskKey] = []
+    names: dict[TaskKey, str] = {}
     for _, result in results:
         for task in result.tasks:
             if task.key not in names:

@@ -20,7 +20,7 @@ import numpy as np
 
 from lerobot_hydra.config.schema import EvalConfig
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.core.records import EpisodeKey, EpisodeRecord
+from lerobot_hydra.core.records import EpisodeKey, EpisodeRecord, TaskKey
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.outputs.recording_parts import (
     dataset_class,
@@ -82,7 +82,7 @@ class DatasetRecorder:
         self._queue: queue.Queue[tuple[list[Step], EpisodeRecord] | threading.Event | None] = queue.Queue(maxsize=8)
         self._error: BaseException | None = None
         self.episodes = 0
-        self.task_index: dict[tuple[str, int], int] = {}  # (task group, task id) -> its position in the run
+        self.task_index: dict[TaskKey, int] = {}  # (task group, task id) -> its position in the run
         self._thread = threading.Thread(target=self._write_all, name="lerobot_hydra-recording", daemon=True)
         self._thread.start()
 

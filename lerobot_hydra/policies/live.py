@@ -5,6 +5,7 @@ run as it is."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,7 +72,13 @@ class LivePolicyConfig(PolicyConfig):
     blank_cameras: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.live: LivePolicy | None = None  # set by the API before each evaluation (not a setting)
+        self.live: LivePolicy | None = None  # the policy object of one evaluation (`holding`), not a setting
+
+    def holding(self, live: LivePolicy) -> LivePolicyConfig:
+        """A copy of this config for one evaluation of `live` (the Python API's); this one stays empty."""
+        config = dataclasses.replace(self)
+        config.live = live
+        return config
 
     def resets_rows(self) -> bool:
         if self.live is None:

@@ -24,7 +24,7 @@ batch size, shards, lanes or timing.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -137,13 +137,42 @@ def rounds(n_max: int, round_size: int) -> list[int]:
     return sorted({*range(round_size, n_max, round_size), n_max})
 
 
+def round_ends(n_max: int, round_size: int, judge: Callable[[int], bool]) -> Iterator[int]:
+    """The round loop, the one of every sequential mode: yields each round's end (the caller runs the episodes
+    before it), then `judge(end)` decides the round's undecided tasks and says whether every task has stopped."""
+    for end in rounds(n_max, round_size):
+        yield end
+        if judge(end):
+            return
+
+
+Outcomes = dict[int, bool | None]  # a task's episode index -> success; None: an error episode
+
+
+def successes_before(by_index: Outcomes, end: int) -> list[bool]:
+    """The successes of episodes 0..end-1, in episode order; error episodes (and those not recorded) left out."""
+    return [success for k in range(end) if (success := by_index.get(k)) is not None]
+
+
+def pairs_before(base: Outcomes, cand: Outcomes, end: int) -> tuple[list[tuple[bool, bool]], int]:
+    """(baseline, candidate) successes of episodes 0..end-1 recorded on both sides, in episode order, and how many
+    pairs were left out for an error episode on either side (the paired-drop rule)."""
+    both = [(base[k], cand[k]) for k in range(end) if k in base and k in cand]
+    pairs = [(a, b) for a, b in both if a is not None and b is not None]
+    return pairs, len(both) - len(pairs)
+
+
+def _silent(line: str) -> None:
+    """A `said` that says nothing."""
+
+
 def stopping_point(decide, n_max: int, round_size: int) -> tuple[int, Decision]:  # type: ignore[no-untyped-def]
     """The first round end n at which decide(n) stops, else the maximum (`undecided` unless decided there)."""
     stops = TaskStops({}, n_max)
-    for n in rounds(n_max, round_size):
-        if stops.judge(("", 0), decide(n), n) is not None:
-            break
-    return stops.stops[("", 0)]
+    key = ("", 0)
+    for _ in round_ends(n_max, round_size, lambda n: stops.judge_round([key], n, lambda _: decide(n), _silent)):
+        pass
+    return stops.stops[key]
 
 
 @dataclass
@@ -167,6 +196,17 @@ class TaskStops:
             decision = Decision(True, "undecided", f"the maximum of {end} {self.counted}: {decision.why}")
         self.stops[key] = (end, decision)
         return decision
+
+    def judge_round(
+        self, keys: Iterable[TaskKey], end: int, decide: Callable[[TaskKey], Decision], said: Callable[[str], None]
+    ) -> bool:
+        """Judges each undecided task of `keys` on `decide(key)` (made on its first `end` outcomes), `said` the line
+        of each new stop; returns whether every task of `keys` has stopped."""
+        keys = list(keys)
+        for key in keys:
+            if key not in self.stops and self.judge(key, decide(key), end) is not None:
+                said(self.said(key))
+        return all(key in self.stops for key in keys)
 
     def stopped_after(self) -> dict[TaskKey, int]:
         return {key: n for key, (n, _) in self.stops.items()}

@@ -14,6 +14,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lerobot_hydra.core.records import TaskKey
+from lerobot_hydra.envs.base import TaskSpec
+
+
+@dataclass
+class TaskWork:
+    """A task's episodes still to run, as a source of work hands them to the rollout."""
+
+    task: TaskSpec
+    episodes: list[int]  # episode indices still to run, ascending
+    done: int = 0  # episodes of this task already recorded (resume)
+    successes: int = 0
+
 
 @dataclass(frozen=True)
 class TaskBlock:
@@ -25,7 +38,7 @@ class TaskBlock:
     last: int
 
     @property
-    def key(self) -> tuple[str, int]:
+    def key(self) -> TaskKey:
         return (self.task_group, self.task_id)
 
     @property
@@ -46,9 +59,7 @@ def shard_bounds(n_units: int, shard_id: int, num_shards: int) -> tuple[int, int
     return start, start + base + (1 if shard_id < extra else 0)
 
 
-def shard_plan(
-    task_keys: Sequence[tuple[str, int]], n_episodes: int, shard_id: int, num_shards: int
-) -> list[TaskBlock]:
+def shard_plan(task_keys: Sequence[TaskKey], n_episodes: int, shard_id: int, num_shards: int) -> list[TaskBlock]:
     """Shard `shard_id`'s contiguous block of the task-ordered units, as one block per task it touches; time and
     size grow with the tasks of the shard, not with its episodes. A task key listed twice is planned once."""
     if n_episodes <= 0:
@@ -85,7 +96,7 @@ def split_blocks(blocks: Sequence[TaskBlock], shard_id: int, num_shards: int) ->
     return out
 
 
-def claim_blocks(task_keys: Sequence[tuple[str, int]], n_episodes: int, num_shards: int) -> list[list[TaskBlock]]:
+def claim_blocks(task_keys: Sequence[TaskKey], n_episodes: int, num_shards: int) -> list[list[TaskBlock]]:
     """The blocks a dynamic sweep's shards claim over every episode of the run (`claim_regions`)."""
     keys = list(dict.fromkeys(task_keys))
     return claim_regions([TaskBlock(*key, 0, n_episodes - 1) for key in keys if n_episodes > 0], num_shards)

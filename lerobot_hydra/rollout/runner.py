@@ -37,12 +37,12 @@ from lerobot_hydra.rollout.episode_errors import EpisodeErrors, check_finite, er
 from lerobot_hydra.rollout.episodes import Episode, Unit, capture_frames
 from lerobot_hydra.rollout.filming import Filming
 from lerobot_hydra.rollout.health import TaskBroken
-from lerobot_hydra.rollout.plan import episode_seed
+from lerobot_hydra.rollout.plan import TaskWork, episode_seed
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.recording import step_recorder
 from lerobot_hydra.rollout.recovery import Recovery
 from lerobot_hydra.rollout.schedule import Schedule
-from lerobot_hydra.rollout.task_bars import TaskBars, TaskWork
+from lerobot_hydra.rollout.task_bars import TaskBars
 from lerobot_hydra.vector.faults import SubEnvFailed, WorkerLost, worker_faults
 from lerobot_hydra.vector.task_envs import EnvPool
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sequence
 
+from lerobot_hydra.core.records import TaskKey
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.rollout.episodes import Unit
 
@@ -28,7 +29,7 @@ class Schedule:
         """Episodes taken earlier that must run again (their worker was lost), back in their planned order."""
         self._pending = deque(sorted({*units, *self._pending}, key=self._order.__getitem__))
 
-    def drop(self, task: tuple[str, int]) -> None:
+    def drop(self, task: TaskKey) -> None:
         """Leaves the pending episodes of task `task` (a key) unrun."""
         self._pending = deque(u for u in self._pending if u.task.key != task)
 

@@ -1,20 +1,11 @@
-"""A segment's tasks as the rollout runs them (`TaskWork`: a task's episodes still to run) and their progress bars."""
+"""The progress bars of a segment's tasks (`TaskWork`, rollout/plan.py) as the rollout runs them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
+from lerobot_hydra.rollout.plan import TaskWork
 from lerobot_hydra.rollout.progress import Progress, TaskProgress
-
-
-@dataclass
-class TaskWork:
-    task: TaskSpec
-    episodes: list[int]  # episode indices still to run, ascending
-    done: int = 0  # episodes of this task already recorded (resume)
-    successes: int = 0
 
 
 class TaskBars:

@@ -19,28 +19,25 @@ from typing import Any
 from omegaconf import DictConfig
 
 from lerobot_hydra.config.schema import EvalConfig
-from lerobot_hydra.config.validation import check_shards_have_work
-from lerobot_hydra.core.layout import EPISODES_FILE
 from lerobot_hydra.core.records import EpisodeKey, EpisodeRecord
-from lerobot_hydra.loggers.base import ExperimentLogger, RunMeta, build_loggers
-from lerobot_hydra.loggers.run_meta import shard_run, single_run
-from lerobot_hydra.outputs.publish import publish, publish_shard
+from lerobot_hydra.loggers.base import ExperimentLogger, RunMeta
 from lerobot_hydra.outputs.recording import DatasetRecorder, recording
 from lerobot_hydra.outputs.video import VideoRecorder
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.results.aggregate import Results
-from lerobot_hydra.rollout.build import RunParts, build_run
+from lerobot_hydra.rollout.build import RunParts
 from lerobot_hydra.rollout.health import Health
 from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
-from lerobot_hydra.rollout.plan import TaskBlock, shard_plan
+from lerobot_hydra.rollout.plan import TaskBlock, TaskWork
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.provenance import collect as collect_provenance
-from lerobot_hydra.rollout.runner import OnRecord, TaskWork
+from lerobot_hydra.rollout.runner import OnRecord
 from lerobot_hydra.rollout.stopping import RunInterrupted
-from lerobot_hydra.run.identity import dynamic_claims, run_identity
+from lerobot_hydra.run.identity import run_identity
 from lerobot_hydra.run.pools import KeptPools
-from lerobot_hydra.run.sink import MemorySink, RecordSink
-from lerobot_hydra.rundir.store import RunStore
+from lerobot_hydra.run.sink import DirSink, MemorySink, Publication, RecordSink
+from lerobot_hydra.run.warm import Warm
+from lerobot_hydra.run.work import planned_for
 from lerobot_hydra.vector.faults import WorkerFaults, using_worker_faults
 
 log = logging.getLogger("lerobot_hydra")
@@ -164,33 +161,8 @@ class RunContext:
         self.sink.write(complete, stops)
 
     def publish(self, results: Results, interrupted: RunInterrupted | None, planned: int) -> None:
-        """The results as files, the table and the loggers (a stopped run: eval_info and the table only, quickly,
-        its title saying it is partial)."""
-        loggers, prefix = self.loggers, ""
-        if interrupted is not None and self.out_dir is not None:
-            path = self.out_dir / EPISODES_FILE
-            prefix, loggers = interrupted.summarize(len(self.sink.records), planned, path), []
-        if self.out_dir is None:
-            meta = self.run_meta() if self.run_meta is not None else None
-            for logger in loggers if meta is not None else ():  # W&B files, for a new run, under the working dir
-                logger.log_results(results, Path.cwd(), meta, {})
-            return
-        meta = self._meta() if loggers else None
-        quick = interrupted is not None
-        if self.num_shards == 1:
-            publish(results, self.out_dir, prefix + "Evaluation results", loggers=loggers, run=meta, quick=quick)
-        else:
-            shard = f"Shard {self.eval_cfg.shard_id} of {self.num_shards}"
-            title = f"{shard} ({self.sink.path}); the sweep's merge has the full results"  # type: ignore[attr-defined]
-            publish_shard(results, self.out_dir, prefix + title, loggers=loggers, run=meta, quick=quick)
-
-    def _meta(self) -> RunMeta:
-        if self.run_meta is not None:
-            return self.run_meta()
-        assert self.out_dir is not None
-        if self.num_shards == 1:
-            return single_run(self.cfg, self.out_dir, self.label)
-        return shard_run(self.cfg, self.out_dir, self.eval_cfg.shard_id, self.num_shards, self.label)
+        """The results published by the sink (run/sink.py: into the run dir, or only to the loggers)."""
+        self.sink.publish(results, Publication(self.loggers, self.run_meta, interrupted, planned))
 
 
 @contextmanager
@@ -199,19 +171,16 @@ def open_run(
     eval_cfg: EvalConfig,
     out_dir: Path | None,
     label: str,
+    warm: Warm,
     *,
-    parts: RunParts | None = None,
-    pools: KeptPools | None = None,
-    loggers: list[ExperimentLogger] | None = None,
     on_locked: Callable[[], None] | None = None,
     run_meta: Callable[[], RunMeta] | None = None,
 ) -> Iterator[RunContext]:
-    """The context of the run of `cfg` in `out_dir` (None: records in memory), closed on leaving. `parts`, `pools`
-    and `loggers` given by the caller (the Python API's, kept across its evaluations) are the caller's to close.
-    `on_locked` runs once this process holds `out_dir` and its identity check passed (eval.py saves `.hydra/`)."""
-    parts = build_run(cfg) if parts is None else parts
-    loggers = build_loggers(cfg.get("logger")) if loggers is None else loggers
-    plan = _plan(parts, eval_cfg)
+    """The context of the run of `cfg` in `out_dir` (None: records in memory), closed on leaving, over the parts,
+    loggers and pools of `warm` (its owner's to close). `on_locked` runs once this process holds `out_dir` and its
+    identity check passed (eval.py saves `.hydra/`)."""
+    parts, pools = warm.parts, warm.pools
+    plan = planned_for(parts, eval_cfg)
     checkpoint = parts.policy.identity()
     provenance = collect_provenance(parts.env, parts.policy, checkpoint, cfg.device)
     with ExitStack() as stack:
@@ -222,17 +191,13 @@ def open_run(
         else:
             identity = run_identity(cfg, eval_cfg, checkpoint)
             shard_id, num_shards = eval_cfg.shard_id, eval_cfg.num_shards or 1
-            sink = stack.enter_context(
-                RunStore(out_dir, identity, shard_id, num_shards, parts.tasks, plan, label, provenance=provenance)
-            )
+            sink = DirSink(cfg, out_dir, identity, shard_id, num_shards, parts.tasks, plan, label, provenance)
+            stack.enter_context(sink)
         recorder = None
         if out_dir is not None:
             recorder = stack.enter_context(recording(eval_cfg, parts.env, parts.tasks, out_dir))
         if on_locked is not None:
             on_locked()
-        if pools is None:
-            pools = KeptPools()
-            stack.callback(pools.close)
         if eval_cfg.use_async_envs and eval_cfg.batch_size > 1:
             pools.prestart(parts.run_env)
         yield RunContext(
@@ -242,19 +207,9 @@ def open_run(
             sink,
             label=label,
             plan=plan,
-            loggers=loggers,
+            loggers=warm.loggers,
             pools=pools,
             recorder=recorder,
             run_meta=run_meta,
             identity=identity,
         )
-
-
-def _plan(parts: RunParts, eval_cfg: EvalConfig) -> list[TaskBlock]:
-    """This shard's block of the run's episodes; a dynamic shard may record any episode: its plan is the whole run's."""
-    n_tasks, num_shards = len(parts.tasks), eval_cfg.num_shards or 1
-    check_shards_have_work(n_tasks * eval_cfg.n_episodes, num_shards, n_tasks, eval_cfg.n_episodes)
-    keys = [t.key for t in parts.tasks]
-    if dynamic_claims(eval_cfg):
-        return shard_plan(keys, eval_cfg.n_episodes, 0, 1)
-    return shard_plan(keys, eval_cfg.n_episodes, eval_cfg.shard_id, num_shards)

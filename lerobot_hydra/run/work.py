@@ -1,15 +1,21 @@
-"""What a source of work hands a run (`Batch`), a round driven from outside (`RoundCap`), and the planning helpers
-the sources share: a plan's episodes not yet recorded, cut at a round's end and at stopped tasks."""
+"""What a source of work hands a run (`Batch`), a round driven from outside (`RoundCap`), and the planning the
+sources share: the plan a run's records are accepted for (`planned_for`: the run context opens its sink with it), a
+plan's episodes not yet recorded, cut at a round's end and at stopped tasks."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from lerobot_hydra.config.schema import EvalConfig
+from lerobot_hydra.config.validation import check_shards_have_work
 from lerobot_hydra.core.records import EpisodeKey, TaskKey
 from lerobot_hydra.envs.base import TaskSpec
-from lerobot_hydra.rollout.plan import TaskBlock
-from lerobot_hydra.rollout.runner import OnRecord, TaskWork
+from lerobot_hydra.results.sequential import Outcomes
+from lerobot_hydra.rollout.build import RunParts
+from lerobot_hydra.rollout.plan import TaskBlock, TaskWork, shard_plan
+from lerobot_hydra.rollout.runner import OnRecord
+from lerobot_hydra.run.identity import dynamic_claims
 from lerobot_hydra.run.sink import RecordSink
 
 
@@ -31,6 +37,17 @@ class RoundCap:
     stops: dict[TaskKey, int] = field(default_factory=dict)
     summary: dict[str, Any] | None = None
     final: bool = False
+
+
+def planned_for(parts: RunParts, eval_cfg: EvalConfig) -> list[TaskBlock]:
+    """This shard's block of the run's episodes; a dynamic shard may record any episode (it claims its blocks): its
+    plan is the whole run's."""
+    n_tasks, num_shards = len(parts.tasks), eval_cfg.num_shards or 1
+    check_shards_have_work(n_tasks * eval_cfg.n_episodes, num_shards, n_tasks, eval_cfg.n_episodes)
+    keys = [t.key for t in parts.tasks]
+    if dynamic_claims(eval_cfg):
+        return shard_plan(keys, eval_cfg.n_episodes, 0, 1)
+    return shard_plan(keys, eval_cfg.n_episodes, eval_cfg.shard_id, num_shards)
 
 
 def plan_work(
@@ -75,21 +92,6 @@ def all_recorded(plan: list[TaskBlock], sink: RecordSink) -> bool:
     return all((*block.key, k) in done for block in plan for k in block.episodes)
 
 
-def outcomes(sink: RecordSink, key: TaskKey, end: int) -> list[bool]:
-    """Successes of `key`'s episodes 0..end-1 recorded in `sink`, in episode order; error episodes left out."""
-    by_index = _by_index(sink, key)
-    return [success for k in range(end) if (success := by_index.get(k)) is not None]
-
-
-def outcome_pairs(base: RecordSink, cand: RecordSink, key: TaskKey, end: int) -> tuple[list[tuple[bool, bool]], int]:
-    """(baseline, candidate) successes of `key`'s episodes 0..end-1 recorded on both sides, in episode order, and
-    how many pairs were left out for an error episode on either side."""
-    a, b = _by_index(base, key), _by_index(cand, key)
-    both = [(a[k], b[k]) for k in range(end) if k in a and k in b]
-    pairs = [(x, y) for x, y in both if x is not None and y is not None]
-    return pairs, len(both) - len(pairs)
-
-
-def _by_index(sink: RecordSink, key: TaskKey) -> dict[int, bool | None]:
-    """Episode index -> success of `key`'s recorded episodes; None for an error episode."""
+def outcomes_of(sink: RecordSink, key: TaskKey) -> Outcomes:
+    """Episode index -> success of `key`'s episodes recorded in `sink`; None for an error episode."""
     return {r.episode_index: None if r.errored else r.success for r in sink.records if r.task_key == key}

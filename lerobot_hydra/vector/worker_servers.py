@@ -15,7 +15,7 @@ import threading
 
 from lerobot_hydra.envs.base import EnvConfig
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entered when stopping collects an owner whose finalizer releases its lease
 _leases = 0
 
 

@@ -17,8 +17,7 @@ from lerobot_hydra.core.records import EpisodeKey, EpisodeRecord, TaskKey
 from lerobot_hydra.outputs.recording import PART_EPISODES, DatasetRecorder
 from lerobot_hydra.outputs.recording_parts import stepped_units
 from lerobot_hydra.results.sequential import rounds
-from lerobot_hydra.rollout.plan import TaskBlock, claim_regions, plan_size
-from lerobot_hydra.rollout.runner import TaskWork
+from lerobot_hydra.rollout.plan import TaskBlock, TaskWork, claim_regions, plan_size
 from lerobot_hydra.run.sink import RecordSink
 from lerobot_hydra.run.work import Batch, RoundCap, capped_plan
 from lerobot_hydra.rundir.queue import Claim, WorkQueue

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from lerobot_hydra.core.records import TaskKey
 from lerobot_hydra.envs.base import TaskSpec
-from lerobot_hydra.rollout.plan import TaskBlock, plan_size
-from lerobot_hydra.rollout.runner import TaskWork
+from lerobot_hydra.rollout.plan import TaskBlock, TaskWork, plan_size
 from lerobot_hydra.run.sink import RecordSink
 from lerobot_hydra.run.work import Batch, RoundCap, all_recorded, capped, capped_plan, plan_work
 

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 from lerobot_hydra.config.schema import SequentialConfig
 from lerobot_hydra.core.records import TaskKey
 from lerobot_hydra.envs.base import TaskSpec
-from lerobot_hydra.results.sequential import TaskStops, one_policy_of, rounds
+from lerobot_hydra.results.sequential import Decision, TaskStops, one_policy_of, round_ends, successes_before
 from lerobot_hydra.results.table import task_label
 from lerobot_hydra.rollout.plan import TaskBlock, plan_size
 from lerobot_hydra.run.sink import RecordSink
-from lerobot_hydra.run.work import Batch, all_recorded, capped, capped_plan, outcomes, plan_work
+from lerobot_hydra.run.work import Batch, all_recorded, capped, capped_plan, outcomes_of, plan_work
 
 if TYPE_CHECKING:
     from lerobot_hydra.run.context import RunContext
@@ -39,15 +39,18 @@ class Rounds:
 
     def batches(self, run: RunContext) -> Iterator[Batch]:
         keys = [block.key for block in self.plan]
-        for end in rounds(self.decided.n_max, self.seq.round):
+        seq = self.seq
+
+        def judge(end: int) -> bool:
+            def decide(key: TaskKey) -> Decision:
+                return one_policy_of(seq, successes_before(outcomes_of(run.sink, key), end))
+
+            return self.decided.judge_round(keys, end, decide, lambda line: log.info("%s", line))
+
+        for end in round_ends(self.decided.n_max, seq.round, judge):
             self._round_end = end
             work = plan_work(self.tasks, self.plan, run.sink, run.lost_steps())
             yield Batch(capped(work, end, self.decided.stopped_after()))
-            for key in keys:
-                if self.decided.judge(key, one_policy_of(self.seq, outcomes(run.sink, key, end)), end) is not None:
-                    log.info("%s", self.decided.said(key))
-            if all(key in self.decided.stops for key in keys):
-                break
         self._round_end = None
         self.final = True
 
