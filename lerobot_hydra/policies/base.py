@@ -127,9 +127,9 @@ class PolicyConfig:
         """Why this policy cannot run on a real-time `eval.clock` and what to use instead; None: it can (its
         policy subclasses `RunsOnClock`). Known before anything is built."""
         return (
-            f"{type(self).__name__} computes one action per step, not chunks; use eval.clock.mode=lockstep, or a "
-            "chunked policy (a LeRobot ACT, Diffusion, SmolVLA, pi0 or pi0.5 checkpoint, policy=metaworld_expert "
-            "policy.chunk=10)"
+            f"{type(self).__name__} hands the rollout one action per step, not chunks; use eval.clock.mode=lockstep, "
+            "or a chunked policy in this process (a LeRobot ACT, Diffusion, SmolVLA, pi0 or pi0.5 checkpoint, "
+            "policy=metaworld_expert policy.chunk=10)"
         )
 
     def family(self) -> str | None:
