@@ -119,7 +119,7 @@ class TimedRow:
 
     def request(self, actions: list[Any], wall_ms: float) -> None:
         """A chunk computed from this step's observation in `wall_ms`; it joins after its latency."""
-        charged = self._latency_ms(wall_ms)
+        charged = round(self._latency_ms(wall_ms), 3)  # as recorded: the steps follow from the record
         # An episode's first chunk is awaited (see the module docstring).
         steps = self.clock.steps(charged) if self.chunk_size else 0
         self.timing.add(steps, charged, wall_ms)

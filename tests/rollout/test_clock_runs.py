@@ -71,3 +71,26 @@ def test_results_carry_inference_latency_percentiles(compose: Callable, tmp_path
         charged = sorted(ms for r in task.records for ms in r.latency_ms or [])
         assert task.inference_ms_p50 is not None and task.inference_ms_p99 is not None
         assert charged[0] <= task.inference_ms_p50 <= task.inference_ms_p99 <= charged[-1]
+
+
+def test_measured_latency_charges_each_inference_its_wall_time(compose: Callable, tmp_path: Path) -> None:
+    import math
+
+    common = [*EXPERT, "eval.clock.mode=measured", "eval.n_episodes=2", "eval.batch_size=1"]
+    for record in run_in(compose, tmp_path, *common):
+        assert record["latency_ms"] == record["infer_ms"] and len(record["latency_ms"]) == record["inferences"]
+        later = [math.ceil(ms * 80 / 1000 - 1e-9) for ms in record["latency_ms"][1:]]  # MetaWorld: 80 fps
+        assert record["latency_steps"] == [0, *later]  # an episode's first chunk is awaited
+
+
+def test_each_latency_of_a_sweep_is_its_own_configuration(compose: Callable) -> None:
+    from lerobot_hydra.config.schema import validate
+    from lerobot_hydra.run.identity import run_identity
+    from lerobot_hydra.rundir.shard_file import fingerprint
+
+    def printed(*overrides: str) -> str:
+        cfg = compose(*EXPERT, *overrides)
+        return fingerprint(run_identity(cfg, validate(cfg)))
+
+    latencies = {printed("eval.clock.mode=modeled", f"eval.clock.latency_ms={ms}") for ms in (0, 50, 100)}
+    assert len(latencies) == 3 and printed() not in latencies
