@@ -123,6 +123,8 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RunsOnClock, DeclaresReads):
         self.clock = clock if clock.real_time else None
 
     def row_timing(self, row: int) -> dict[str, Any] | None:
+        if self.rtc is not None:
+            return None  # RTC's chunks keep their own timing in steps (rtc.py)
         slot = self.slots[row]
         return (slot.timed.timing if slot.timed is not None else slot.timing).fields()
 
