@@ -44,12 +44,16 @@ def test_no_latency_and_threshold_0_is_lockstep_for_the_chunked_expert(compose: 
     assert any(r["success"] for r in lockstep) and any(r["steps"] > 6 for r in lockstep)
 
 
-def test_modeled_latency_does_not_depend_on_batch_workers_shards_or_resume(compose: Callable, tmp_path: Path) -> None:
+def test_modeled_latency_does_not_depend_on_batch_workers_lanes_shards_or_resume(
+    compose: Callable, tmp_path: Path
+) -> None:
     common = [*EXPERT, *JITTER, "eval.n_episodes=4"]
     alone = kept(run_in(compose, tmp_path / "alone", *common, "eval.batch_size=1"))
     assert len(alone) == 8 and len({r[-2] for r in alone}) == 8  # every episode its own latencies
     assert any(int(r[-1]) > 0 for r in alone)  # some held a step: latency mattered
     assert kept(run_in(compose, tmp_path / "workers", *common, "eval.batch_size=3")) == alone
+    lanes = ["eval.batch_size=2", "eval.max_parallel_tasks=2", "eval.use_async_envs=false"]
+    assert kept(run_in(compose, tmp_path / "lanes", *common, *lanes)) == alone
     shards = []
     for shard in (0, 1):
         shard_args = [f"eval.shard_id={shard}", "eval.num_shards=2", "eval.batch_size=3"]
