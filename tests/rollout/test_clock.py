@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from queue import Queue
 from typing import Any
 
@@ -27,11 +29,30 @@ class _Robot:
         return action
 
 
-def lerobot_client(threshold: float) -> Any:
-    """LeRobot's RobotClient with only the state its queue bookkeeping reads (no robot, server or threads)."""
-    from lerobot.async_inference.robot_client import RobotClient
+@pytest.fixture(scope="module")
+def robot_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[type]:
+    """LeRobot's RobotClient class. Importing it sets up logging to `logs/robot_client_<time>.log` in the working
+    directory, on the root logger: imported here from a temporary directory, the root logger put back after."""
+    root = logging.getLogger()
+    handlers, level, cwd = list(root.handlers), root.level, os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("lerobot_logs"))
+    try:
+        from lerobot.async_inference.robot_client import RobotClient
 
-    client = RobotClient.__new__(RobotClient)
+        yield RobotClient
+    finally:
+        os.chdir(cwd)
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+            handler.close()
+        for handler in [h for h in handlers if h not in root.handlers]:
+            root.addHandler(handler)
+        root.setLevel(level)
+
+
+def lerobot_client(robot_client: type, threshold: float) -> Any:
+    """LeRobot's RobotClient with only the state its queue bookkeeping reads (no robot, server or threads)."""
+    client = robot_client.__new__(robot_client)
     client.robot = _Robot()
     client.action_queue, client.action_queue_lock, client.action_queue_size = Queue(), threading.Lock(), []
     client.latest_action, client.latest_action_lock = -1, threading.Lock()
@@ -48,7 +69,7 @@ def chunks() -> Callable[[], list[Any]]:
 
 @pytest.mark.parametrize("threshold", [0.0, 0.5])
 @pytest.mark.parametrize("aggregate", list(AGGREGATE_WEIGHTS))
-def test_a_row_chooses_lerobots_action_at_every_step(aggregate: str, threshold: float) -> None:
+def test_a_row_chooses_lerobots_action_at_every_step(robot_client: type, aggregate: str, threshold: float) -> None:
     """A row here and LeRobot 0.6.1's (and 0.4.4's) client, driven step by step with the same chunks and latencies
     (0 to 5 steps, drawn per chunk): LeRobot's threshold test, TimedAction queue, dropping of passed timesteps,
     aggregate function and action pop choose the same action at every step; a held step sends nothing there."""
@@ -56,7 +77,7 @@ def test_a_row_chooses_lerobots_action_at_every_step(aggregate: str, threshold: 
     from lerobot.async_inference.helpers import TimedAction
 
     config = ClockConfig("modeled", 25.0, "uniform", 25.0, threshold, aggregate)
-    row, client = TimedRow(Clock(config, fps=100.0), seed=7, task="t"), lerobot_client(threshold)
+    row, client = TimedRow(Clock(config, fps=100.0), seed=7, task="t"), lerobot_client(robot_client, threshold)
     ours, theirs = chunks(), chunks()
     in_flight: tuple[int, list[Any]] | None = None  # LeRobot's side: (step it arrives, its TimedActions)
     held = 0
