@@ -48,3 +48,24 @@ def test_no_latency_and_threshold_0_is_lockstep(
     late = run_in(compose, tmp_path / "late2", *common, *LATENCY)
     assert kept(late, TIMING) != kept(lockstep, TIMING)
     assert kept(run_in(compose, tmp_path / "late1", *[*common, *LATENCY], "eval.batch_size=1")) == kept(late)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "says"),
+    [
+        (["policy.overrides={temporal_ensemble_coeff: 0.01, n_action_steps: 1}"], "temporal_ensemble_coeff: null"),
+        (["+policy.rtc={inference_delay: 1}"], "policy.rtc models its own latency in control steps; drop policy.rtc"),
+    ],
+)
+def test_a_checkpoint_that_cannot_run_in_real_time_is_refused_in_one_line(
+    compose: Callable, policies: dict[str, list[str]], overrides: list[str], says: str
+) -> None:
+    from lerobot_hydra.config.schema import validate
+    from lerobot_hydra.core.errors import UserError
+    from lerobot_hydra.rollout.build import build_run
+
+    cfg = compose(*policies["act"], *TASK, *overrides, *LATENCY)
+    validate(cfg)
+    with pytest.raises(UserError) as err:
+        build_run(cfg)
+    assert says in str(err.value) and str(err.value).startswith("eval.clock.mode=modeled: ")
