@@ -17,6 +17,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from lerobot_hydra.config.clock import ClockConfig, check_clock
 from lerobot_hydra.config.validation import (
     check_devices,
     check_env_values,
@@ -83,6 +84,8 @@ class EvalConfig:
     # Which steps draw the policy's cameras: read (only those whose observation the policy will read, when it says;
     # the episodes are identical) or every_step (as lerobot-eval; for a policy whose reads cannot be declared).
     render: str = "read"
+    # Whether time passes while the policy computes (docs/timing.md): lockstep, modeled or measured latency.
+    clock: ClockConfig = field(default_factory=ClockConfig)
 
 
 @dataclass
@@ -204,6 +207,7 @@ def validate(cfg: DictConfig, sweep_rounds: bool = False) -> EvalConfig:
     if ev.render not in ("read", "every_step"):
         raise UserError(f"eval.render must be read or every_step, got '{ev.render}'")
     _check_record(ev)
+    check_clock(ev.clock)
     if ev.num_shards is not None and ev.num_shards < 1:
         raise UserError(f"eval.num_shards must be at least 1, got {ev.num_shards}")
     if ev.shard_id < 0:

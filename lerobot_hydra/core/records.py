@@ -35,6 +35,14 @@ class EpisodeRecord:
     # episodes (results/aggregate.py), and run again by a rerun.
     error: str | None = None
     error_step: int | None = None
+    # A chunked policy's inferences (policies/clock.py; None for other policies): how many, the control steps and
+    # milliseconds each cost on the run's eval.clock (latency_ms: None in lockstep), the wall time of the forward
+    # pass each was part of (like wall_s, not reproducible), and the steps the row held its last action.
+    inferences: int | None = None
+    latency_steps: list[int] | None = None
+    latency_ms: list[float] | None = None
+    infer_ms: list[float] | None = None
+    held_steps: int | None = None
 
     @property
     def errored(self) -> bool:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from lerobot_hydra.envs.base import EnvConfig, TaskSpec
+    from lerobot_hydra.policies.clock import Clock
 
 
 class Policy(Protocol):
@@ -70,6 +71,25 @@ class DeclaresReads(Policy, Protocol):
         ...
 
 
+class RunsOnClock(RowResettablePolicy, Protocol):
+    """A chunked policy whose rows can run in real time (`eval.clock`, policies/clock.py), and that reports what
+    each row's inferences cost (in lockstep too: their wall time)."""
+
+    def use_clock(self, clock: Clock) -> None:
+        """Run every row on `clock` from the next `reset` on (called once, after the policy is built)."""
+        ...
+
+    def row_timing(self, row: int) -> dict[str, Any] | None:
+        """The timing of row `row`'s episode, which just ended (`RowTiming.fields`), asked before the row is
+        reset; None: nothing is known."""
+        ...
+
+
+def runs_on_clock(policy: Policy) -> bool:
+    """Whether `policy`'s class declared `RunsOnClock` (subclasses it)."""
+    return RunsOnClock in type(policy).__mro__
+
+
 def declares_reads(policy: Policy) -> bool:
     """Whether `policy`'s class declared `DeclaresReads` (subclasses it)."""
     return DeclaresReads in type(policy).__mro__
@@ -102,6 +122,15 @@ class PolicyConfig:
         `RowResettablePolicy`), known before it is built, so that the workers can start building simulators for
         batches that mix tasks; False where it is not known (the workers then plan for batches of one task)."""
         return False
+
+    def clock_refusal(self) -> str | None:
+        """Why this policy cannot run on a real-time `eval.clock` and what to use instead; None: it can (its
+        policy subclasses `RunsOnClock`). Known before anything is built."""
+        return (
+            f"{type(self).__name__} hands the rollout one action per step, not chunks; use eval.clock.mode=lockstep, "
+            "or a chunked policy in this process (a LeRobot ACT, Diffusion, SmolVLA, pi0 or pi0.5 checkpoint, "
+            "policy=metaworld_expert policy.chunk=10)"
+        )
 
     def family(self) -> str | None:
         """The LeRobot policy type of this policy's checkpoint (config.json's `type`), read without importing

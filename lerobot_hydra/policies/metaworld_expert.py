@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,13 +12,22 @@ import numpy as np
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
-from lerobot_hydra.policies.base import PolicyConfig, RowResettablePolicy
+from lerobot_hydra.policies.base import Policy, PolicyConfig, RowResettablePolicy
 
 STATE_KEY = "observation.environment_state"
 
 
 @dataclass
 class MetaWorldExpertConfig(PolicyConfig):
+    # None: one action per step from the current state. N: plan N actions at a time, open loop (a chunked policy
+    # that runs on a real-time eval.clock; policies/metaworld_chunked.py).
+    chunk: int | None = None
+
+    def clock_refusal(self) -> str | None:
+        if self.chunk is None:
+            return "policy=metaworld_expert computes one action per step; give policy.chunk=10 to plan chunks"
+        return None
+
     @classmethod
     def check_env(cls, env_cls: type) -> None:
         from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig
@@ -34,7 +44,7 @@ class MetaWorldExpertConfig(PolicyConfig):
     def resets_rows(self) -> bool:
         return True
 
-    def build(self, env: EnvConfig, device: str) -> MetaWorldExpertPolicy:
+    def build(self, env: EnvConfig, device: str) -> Policy:
         from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig
 
         self.check_env(type(env))
@@ -43,6 +53,12 @@ class MetaWorldExpertConfig(PolicyConfig):
             raise UserError(
                 "policy=metaworld_expert needs MetaWorld's state; use env.obs_type=state or pixels_agent_pos"
             )
+        if self.chunk is not None:
+            from lerobot_hydra.policies.metaworld_chunked import ChunkedExpertPolicy
+
+            if isinstance(self.chunk, bool) or not isinstance(self.chunk, int) or self.chunk < 1:
+                raise UserError(f"policy.chunk must be an integer of 1 or more (actions per plan), got {self.chunk!r}")
+            return ChunkedExpertPolicy(self.chunk, functools.cache(expert_for))
         return MetaWorldExpertPolicy()
 
     def distributions(self) -> list[str]:

@@ -30,6 +30,10 @@ class Summary:
     avg_max_reward: float | None
     video_paths: tuple[str, ...]  # relative to the results' dir, in episode order
     n_errors: int  # error episodes: not evaluated, counted apart
+    # The median and 99th percentile of the episodes' inference latencies in ms (the latency each was charged on a
+    # real-time eval.clock, else the wall time measured); None when no record says (a policy that is not chunked).
+    inference_ms_p50: float | None
+    inference_ms_p99: float | None
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,19 @@ def summarize(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
         "avg_max_reward": sum(r.max_reward for r in records) / n if n else None,
         "video_paths": tuple(r.video_path for r in records if r.video_path),
         "n_errors": n_errors,
+        **latency_percentiles(records),
     }
+
+
+def latency_percentiles(records: Sequence[EpisodeRecord]) -> dict[str, float | None]:
+    """p50 and p99 of every inference of `records`: its charged latency (`latency_ms`), else its wall time."""
+    import numpy as np
+
+    values = [ms for r in records for ms in (r.latency_ms if r.latency_ms is not None else r.infer_ms or [])]
+    if not values:
+        return {"inference_ms_p50": None, "inference_ms_p99": None}
+    p50, p99 = np.percentile(np.asarray(values, dtype=np.float64), [50, 99])
+    return {"inference_ms_p50": round(float(p50), 3), "inference_ms_p99": round(float(p99), 3)}
 
 
 def aggregate(

@@ -5,15 +5,17 @@ that autotune measures exactly what eval.py runs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from lerobot_hydra.config.clock import ClockConfig
 from lerobot_hydra.config.schema import instantiate_node
 from lerobot_hydra.config.validation import require_tasks
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.gl import configure_mujoco_gl
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec, unique_tasks
-from lerobot_hydra.policies.base import Policy, PolicyConfig
+from lerobot_hydra.policies.base import Policy, PolicyConfig, RunsOnClock, runs_on_clock
 from lerobot_hydra.processors.pipeline import Pipeline
 
 
@@ -27,10 +29,17 @@ class RunParts:
     env_pre: Pipeline
     env_post: Pipeline
     device: str  # what `build_policy` hands to `PolicyConfig.build`
+    clock: ClockConfig  # eval.clock (docs/timing.md)
 
     def build_policy(self) -> Policy:
-        """The policy, checked against the whole env (slow for a checkpoint: call it while the workers start)."""
-        return self.policy.build(self.env, self.device)
+        """The policy, checked against the whole env (slow for a checkpoint: call it while the workers start), on
+        the run's clock when it is chunked."""
+        policy = self.policy.build(self.env, self.device)
+        if runs_on_clock(policy):
+            from lerobot_hydra.policies.clock import Clock
+
+            cast(RunsOnClock, policy).use_clock(Clock(self.clock, float(self.env.fps)))
+        return policy
 
 
 def build_run(
@@ -46,9 +55,20 @@ def build_run(
     policy = instantiate_node(cfg.policy) if policy is None else policy
     if not isinstance(policy, PolicyConfig):
         raise UserError(f"policy._target_ must name a PolicyConfig subclass, got {type(policy).__name__}")
+    clock = run_clock(cfg, policy)
     env = env.for_policy(policy)  # the env processors lerobot-eval gives this policy
     tasks = unique_tasks(env.tasks())
     require_tasks(tasks)
     run_env = env.observing(policy.reads(env))
     env_pre, env_post = run_env.build_processors()
-    return RunParts(gl, env, policy, tasks, run_env, env_pre, env_post, str(cfg.device) if device is None else device)
+    device = str(cfg.device) if device is None else device
+    return RunParts(gl, env, policy, tasks, run_env, env_pre, env_post, device, clock)
+
+
+def run_clock(cfg: DictConfig, policy: PolicyConfig) -> ClockConfig:
+    """`eval.clock` (checked by `validate`), refused in one line for a policy that cannot run on it."""
+    node = cfg.get("eval", {}).get("clock") if isinstance(cfg.get("eval"), DictConfig) else None
+    clock = ClockConfig(**OmegaConf.to_container(node)) if node is not None else ClockConfig()  # type: ignore[arg-type]
+    if clock.real_time and (reason := policy.clock_refusal()) is not None:
+        raise UserError(f"eval.clock.mode={clock.mode}: {reason}")
+    return clock

@@ -80,8 +80,10 @@ class Episode:
             recorder.hold(record.unit, self.trace)
             self.trace = None
 
-    def record(self) -> EpisodeRecord:
+    def record(self, timing: dict[str, Any] | None = None) -> EpisodeRecord:
+        """Its record; `timing`: what its inferences cost (`RunsOnClock.row_timing`)."""
         return self.unit.record(
+            **(timing or {}),
             success=self.success,
             sum_reward=self.sum_reward,
             max_reward=self.max_reward,

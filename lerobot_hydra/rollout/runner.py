@@ -30,7 +30,15 @@ import numpy as np
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.envs.protocol import INIT_STATE_KEY
-from lerobot_hydra.policies.base import DeclaresReads, Policy, RowResettablePolicy, declares_reads, resets_rows
+from lerobot_hydra.policies.base import (
+    DeclaresReads,
+    Policy,
+    RowResettablePolicy,
+    RunsOnClock,
+    declares_reads,
+    resets_rows,
+    runs_on_clock,
+)
 from lerobot_hydra.processors.observation import RAW_KEY
 from lerobot_hydra.processors.pipeline import Pipeline
 from lerobot_hydra.rollout.episode_errors import EpisodeErrors, check_finite, error_record
@@ -92,6 +100,7 @@ class _Segment:
         self.texts = [units[0].task.description if units else ""] * n  # each row's task (an idle row: its last)
         self.batch_task: TaskSpec | None = None  # unmixed: the task of the running batch
         self.obs: Any = None
+        self.clocked = runs_on_clock(ctx.policy)  # it reports each row's inference count and latencies
         # Whose cameras the next step draws is asked of the policy, unless it does not say or something (a
         # recording) reads every step.
         self.skip_unread = ctx.skip_unread and declares_reads(ctx.policy) and step_recorder() is None
@@ -248,7 +257,8 @@ class _Segment:
             episode.trace_step(before, sent, i, float(reward[i]), i in finished, success)
             if i in finished:
                 running[i] = None
-                record = episode.record()
+                timing = cast(RunsOnClock, self.ctx.policy).row_timing(i) if self.clocked else None
+                record = episode.record(timing)
                 episode.hand_over(record)
                 self._recorded(episode.task, record)
                 self._free(i, episode.task, starts)

@@ -3,6 +3,7 @@ content (rundir/shard_file.py hashes it)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -17,7 +18,7 @@ OUTCOME_NEUTRAL_ENV_KEYS = {"compute_all_observations"}
 
 def run_identity(cfg: DictConfig, eval_cfg: EvalConfig, checkpoint: dict[str, Any] | None = None) -> dict[str, Any]:
     """The env, policy, episodes, seed, and the checkpoint's identity (`PolicyConfig.identity()`) for a policy that
-    has one; a dynamic sweep's shards say so (their queue is the configuration's)."""
+    has one; a dynamic sweep's shards say so (their queue is the configuration's), and a real-time run its clock."""
     container = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(container, dict)
     neutral = OUTCOME_NEUTRAL_POLICY_KEYS | getattr(
@@ -30,6 +31,8 @@ def run_identity(cfg: DictConfig, eval_cfg: EvalConfig, checkpoint: dict[str, An
         identity["checkpoint"] = checkpoint
     if dynamic_claims(eval_cfg):
         identity["claims"] = "dynamic"
+    if eval_cfg.clock.real_time:  # the latency changes the episodes (lockstep runs keep their fingerprint)
+        identity["clock"] = dataclasses.asdict(eval_cfg.clock)
     return identity
 
 

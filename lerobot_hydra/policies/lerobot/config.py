@@ -30,6 +30,7 @@ from lerobot_hydra.policies.lerobot.checkpoint import (
     read_json,
     resolve_checkpoint,
 )
+from lerobot_hydra.policies.lerobot.clocked import clock_refusal
 from lerobot_hydra.policies.lerobot.features import check_action_shape, env_observation_features, match_features
 from lerobot_hydra.policies.lerobot.noise import ROW_NOISE_HOOKS, deterministic, noise_hooks
 from lerobot_hydra.policies.lerobot.one_row import RowwisePolicy
@@ -100,6 +101,10 @@ class LeRobotPolicyConfig(PolicyConfig):
 
     def resets_rows(self) -> bool:
         return self.family() in PER_ROW_FAMILIES
+
+    def clock_refusal(self) -> str | None:
+        config_json = read_json(self.checkpoint.directory / "config.json")
+        return clock_refusal(config_json, self.overrides, self.rtc is not None)
 
     def lerobot_config(self) -> Any:
         if not self.path or importlib.util.find_spec("lerobot") is None:

@@ -13,20 +13,24 @@ LeRobot's `select_action` gives it: its history holds its last `n_obs_steps` obs
 repeated at its episode's start (`populate_queues`); a chunk is cut to the length of LeRobot's action queue
 (`n_action_steps`; VQ-BeT's `action_chunk_size`); and the postprocessor runs on each step's actions, as in
 lerobot-eval. With `policy.rtc` (rtc.py), a row asks for its next chunk before its queue is empty and
-the chunk, guided by the row's leftover, takes over `inference_delay` steps later.
+the chunk, guided by the row's leftover, takes over `inference_delay` steps later. On a real-time `eval.clock`
+each row's queue is a `clock.TimedRow` (LeRobot's async-inference rules); in lockstep each chunk's wall time is
+recorded with the row's episode.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from lerobot_hydra.envs.base import TaskSpec
-from lerobot_hydra.policies.base import DeclaresReads, RowResettablePolicy
+from lerobot_hydra.policies.base import DeclaresReads, RunsOnClock
+from lerobot_hydra.policies.clock import Clock, RowTiming, TimedRow
 from lerobot_hydra.policies.lerobot.noise import RowNoise
 from lerobot_hydra.policies.lerobot.rtc import PendingChunk, SimulatedLatency, leftover
 from lerobot_hydra.policies.lerobot.runtime import LeRobotPolicy, rows_of
@@ -68,6 +72,8 @@ class RowState:
     ensembler: Any = None
     idle: bool = False  # no episode on this row: it asks for nothing and its action is never applied
     pending: PendingChunk | None = None  # real-time chunking: the chunk that replaces `actions` when due
+    timed: TimedRow | None = None  # a real-time eval.clock: the row's queue, in place of `actions`
+    timing: RowTiming = field(default_factory=RowTiming)  # lockstep: its chunks' wall times
 
     def observe(self, observations: dict[str, Any], row: int) -> None:
         for key, history in self.history.items():
@@ -102,7 +108,7 @@ def rows_taken(value: Any, rows: list[int], size: int) -> Any:
     return [value[row] for row in rows]
 
 
-class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy, DeclaresReads):
+class PerRowLeRobotPolicy(LeRobotPolicy, RunsOnClock, DeclaresReads):
     """`reset_slots` starts an episode on some rows while the others continue (see the module docstring)."""
 
     def __init__(self, *args: Any, rtc: SimulatedLatency | None = None, **kwargs: Any) -> None:
@@ -111,19 +117,29 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy, DeclaresReads):
         self.slots: list[RowState] = []
         self.layout: QueueLayout | None = None
         self.filler = RowNoise()  # the noise of the rows that pad a forward pass (their chunks are dropped)
+        self.clock: Clock | None = None
+
+    def use_clock(self, clock: Clock) -> None:
+        self.clock = clock if clock.real_time else None
+
+    def row_timing(self, row: int) -> dict[str, Any] | None:
+        if self.rtc is not None:
+            return None  # RTC's chunks keep their own timing in steps (rtc.py)
+        slot = self.slots[row]
+        return (slot.timed.timing if slot.timed is not None else slot.timing).fields()
 
     def reset(self, task: TaskSpec, episode_seeds: Sequence[int | None]) -> None:
         self._reset_policy()
         self.layout = QueueLayout.of(self.policy)
-        self.slots = [self._row(seed) for seed in episode_seeds]
+        self.slots = [self._row(seed, task) for seed in episode_seeds]
 
     def reset_slots(self, task: TaskSpec, seeds: dict[int, int | None]) -> None:
         """The rows' new episodes (their task's text comes with every batch, per row); None: the row idles and
         asks for no chunk."""
         for row, seed in seeds.items():
-            self.slots[row] = self._row(seed)
+            self.slots[row] = self._row(seed, task)
 
-    def _row(self, seed: int | None) -> RowState:
+    def _row(self, seed: int | None, task: TaskSpec) -> RowState:
         assert self.layout is not None
         noise = RowNoise()
         noise.start(seed)
@@ -132,7 +148,8 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy, DeclaresReads):
         if self.layout.ensembler is not None:
             ensembler = copy.deepcopy(self.layout.ensembler)
             ensembler.reset()
-        return RowState(noise, history, ensembler=ensembler, idle=seed is None)
+        timed = TimedRow(self.clock, seed, task.name) if self.clock is not None and seed is not None else None
+        return RowState(noise, history, ensembler=ensembler, idle=seed is None, timed=timed)
 
     def select_action(self, batch: dict[str, Any]) -> Any:
         import torch
@@ -146,16 +163,22 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy, DeclaresReads):
             observations = self._with_stacked_images(processed)
             for row, slot in enumerate(self.slots):
                 slot.observe(observations, row)
-            if self.rtc is None:
+            if self.clock is not None:
+                actions = self._timed_actions(observations, size)
+            elif self.rtc is None:
                 needing = [row for row, slot in enumerate(self.slots) if slot.needs_chunk()]
                 if needing:
+                    start = time.perf_counter()
                     chunks = self._chunks(observations, needing, size)
+                    wall_ms = 1000.0 * (time.perf_counter() - start)
                     assert self.layout is not None
                     for row in needing:
                         self.slots[row].take(chunks[row : row + 1], self.layout.actions)
+                        self.slots[row].timing.add(0, None, wall_ms)
             else:
                 self._real_time_chunks(observations, size)
-            actions = [None if slot.idle else slot.actions.popleft() for slot in self.slots]
+            if self.clock is None:
+                actions = [None if slot.idle else slot.actions.popleft() for slot in self.slots]
             template = next(a for a in actions if a is not None)
             action = torch.stack([torch.zeros_like(template) if a is None else a for a in actions])
         return self._postprocess(action)
@@ -165,7 +188,7 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy, DeclaresReads):
         (the chunk stacks its last `n_obs_steps` observations): its queue holds fewer actions than that. With
         temporal ensembling or real-time chunking, every step."""
         assert self.layout is not None
-        if self.rtc is not None:
+        if self.rtc is not None or self.clock is not None:
             return [not slot.idle for slot in self.slots]
         depth = max((length or 1 for length in self.layout.history.values()), default=1)
         return [not slot.idle and (slot.ensembler is not None or len(slot.actions) < depth) for slot in self.slots]
@@ -178,6 +201,23 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy, DeclaresReads):
             return processed
         cameras = [processed[key] for key in self.policy.config.image_features]
         return {**processed, OBS_IMAGES: torch.stack(cameras, dim=-4)}
+
+    def _timed_actions(self, observations: dict[str, Any], size: int) -> list[Any]:
+        """A real-time clock: due chunks join their rows' queues, the rows that ask get one forward pass (each
+        charged its latency), and each row pops its action (policies/clock.py)."""
+        timed = [slot.timed for slot in self.slots]
+        for row in timed:
+            if row is not None:
+                row.arrive()
+        asking = [i for i, row in enumerate(timed) if row is not None and row.wants_chunk()]
+        if asking:
+            assert self.layout is not None
+            start = time.perf_counter()
+            chunks = self._chunks(observations, asking, size)
+            wall_ms = 1000.0 * (time.perf_counter() - start)
+            for i in asking:
+                cast(TimedRow, timed[i]).request(list(chunks[i, : self.layout.actions]), wall_ms)
+        return [None if row is None else row.pop() for row in timed]
 
     def _real_time_chunks(self, observations: dict[str, Any], size: int) -> None:
         """Due chunks take over their rows' queues; rows at the threshold ask for the next one (rtc.py).
@@ -224,7 +264,7 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RowResettablePolicy, DeclaresReads):
 
     def fork(self) -> PerRowLeRobotPolicy:
         forked = super().fork()
-        forked.rtc = self.rtc
+        forked.rtc, forked.clock = self.rtc, self.clock
         return forked
 
     def _chunks(

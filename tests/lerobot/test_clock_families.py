@@ -1,0 +1,71 @@
+"""The per-row LeRobot families on eval.clock: with no latency and a threshold of 0, the episodes of lockstep, and
+under modeled latency the same episodes whatever the batch."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from devkit.lerobot_checkpoints import METAWORLD_ACTION, METAWORLD_STATE, tiny_act
+from tests.helpers.tiny_pi import LEROBOT_06_ONLY, lerobot_06, tiny_gemma
+from tests.lerobot.test_lerobot_noise import STATE, TASK, Checkpoints, builders
+from tests.rollout.test_clock_runs import ZERO, kept, run_in
+
+pytest.importorskip("lerobot")
+
+TIMING = ("inferences", "latency_steps", "held_steps")
+LATENCY = ["eval.clock.mode=modeled", "eval.clock.latency_ms=40", "eval.clock.chunk_size_threshold=0.5"]
+
+
+@pytest.fixture(scope="module")
+def policies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[str]]]:
+    root = tmp_path_factory.mktemp("checkpoints")
+
+    def act() -> list[str]:
+        path = tiny_act(root / "act", METAWORLD_STATE, METAWORLD_ACTION, n_action_steps=4, chunk_size=4)
+        return ["policy=act", f"policy.path={path}", *STATE]
+
+    with tiny_gemma() if lerobot_06() else contextlib.nullcontext():
+        yield Checkpoints({**builders(root), "act": act})
+
+
+@pytest.mark.parametrize(
+    "family", ["act", "diffusion", *(pytest.param(kind, marks=pytest.mark.slow) for kind in ("smolvla", "pi0", "pi05"))]
+)
+def test_no_latency_and_threshold_0_is_lockstep(
+    compose: Callable, policies: dict[str, list[str]], tmp_path: Path, family: str
+) -> None:
+    if family not in policies:
+        pytest.skip(LEROBOT_06_ONLY)
+    common = [*policies[family], *TASK, "eval.n_episodes=3", "eval.batch_size=2"]
+    lockstep = run_in(compose, tmp_path / "lockstep", *common)
+    assert kept(run_in(compose, tmp_path / "modeled", *common, *ZERO), TIMING) == kept(lockstep, TIMING)
+    assert all(r["inferences"] >= 2 and len(r["infer_ms"]) == r["inferences"] for r in lockstep)
+    # With latency the row executes its queue while a chunk is in flight: other episodes, the same for any batch.
+    late = run_in(compose, tmp_path / "late2", *common, *LATENCY)
+    assert kept(late, TIMING) != kept(lockstep, TIMING)
+    assert kept(run_in(compose, tmp_path / "late1", *[*common, *LATENCY], "eval.batch_size=1")) == kept(late)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "says"),
+    [
+        (["policy.overrides={temporal_ensemble_coeff: 0.01, n_action_steps: 1}"], "temporal_ensemble_coeff: null"),
+        (["+policy.rtc={inference_delay: 1}"], "policy.rtc models its own latency in control steps; drop policy.rtc"),
+    ],
+)
+def test_a_checkpoint_that_cannot_run_in_real_time_is_refused_in_one_line(
+    compose: Callable, policies: dict[str, list[str]], overrides: list[str], says: str
+) -> None:
+    from lerobot_hydra.config.schema import validate
+    from lerobot_hydra.core.errors import UserError
+    from lerobot_hydra.rollout.build import build_run
+
+    cfg = compose(*policies["act"], *TASK, *overrides, *LATENCY)
+    validate(cfg)
+    with pytest.raises(UserError) as err:
+        build_run(cfg)
+    assert says in str(err.value) and str(err.value).startswith("eval.clock.mode=modeled: ")
