@@ -27,7 +27,10 @@ from lerobot_hydra.vector.slot_env import SlotEnv
 
 def worker_context(config: EnvConfig) -> str:
     """forkserver keeps GL contexts and CUDA state of the parent out of the workers, and forks them quickly
-    from a server that has imported the benchmark's modules once."""
+    from a server that has imported the benchmark's modules once. `foreign`: workers of another interpreter
+    (`env.python`, `foreign_workers`), which need no forkserver."""
+    if config.python is not None:
+        return "foreign"
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return "spawn"
     preload = ["lerobot_hydra.vector.forkserver_preload", "lerobot_hydra.vector.task_envs", *config.worker_preload()]
@@ -59,6 +62,16 @@ def stop_worker_servers() -> None:
             stop()
 
 
+def foreign_workers(config: EnvConfig, metadata: dict[str, Any], threads: int | None) -> Any:
+    """The launcher of `config`'s workers in the interpreter `env.python` names, checked first."""
+    from lerobot_hydra.vector.foreign import ForeignWorkers
+    from lerobot_hydra.vector.interpreter import simulator_side
+
+    side = simulator_side(config)
+    assert side is not None
+    return ForeignWorkers(list(side.command), metadata, threads, config.worker_preload())
+
+
 def render_threads_per_worker(n_workers: int) -> int | None:
     """CPU rendering threads for each of `n_workers` workers; None when the user set LP_NUM_THREADS."""
     if "LP_NUM_THREADS" in os.environ:
@@ -85,11 +98,15 @@ class EnvPool:
         metadata = {"render_modes": ["rgb_array"], "render_fps": config.fps}
         from lerobot_hydra.vector.slot_vector import SlotVectorEnv
 
-        workers = use_async and n_envs > 1
+        # Simulators of another interpreter always run in its workers, one or more.
+        workers = (use_async and n_envs > 1) or config.python is not None
         threads = render_threads_per_worker(n_envs) if workers else None
         fns = [functools.partial(SlotEnv, i, *spaces, metadata, threads) for i in range(n_envs)]
         context = worker_context(config) if workers else None
-        self.vec = SlotVectorEnv(fns, *spaces, metadata, context=context)
+        if context == "foreign":
+            self.vec = SlotVectorEnv(fns, *spaces, metadata, context=foreign_workers(config, metadata, threads))
+        else:
+            self.vec = SlotVectorEnv(fns, *spaces, metadata, context=context)
         self.num_envs = n_envs
         self.tasks: list[TaskSpec | None] = [None] * n_envs  # the task each slot is bound to
 
