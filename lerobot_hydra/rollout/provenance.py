@@ -64,6 +64,16 @@ def collect(env: EnvConfig, policy: PolicyConfig, checkpoint: dict[str, Any] | N
     return out
 
 
+def simulator_text(identity: dict[str, Any]) -> str | None:
+    """The simulator side an env.python run's fingerprint records (run/identity.py), as a merge and a comparison
+    name it: 'mujoco 3.5.0, metaworld 3.1.1, ... on Python 3.11.7'; None for a run in this interpreter."""
+    side = identity.get("simulator")
+    if not isinstance(side, dict):
+        return None
+    packages = ", ".join(f"{name} {value}" for name, value in (side.get("packages") or {}).items())
+    return f"{packages} on Python {side.get('python')}"
+
+
 def package_version(name: str) -> str | None:
     try:
         return version(name)

@@ -62,13 +62,15 @@ def simulator_side(env: EnvConfig) -> SimulatorSide | None:
         return None
     packages = tuple(dict.fromkeys([*SIMULATOR_CORE, *env.distributions()]))
     modules = (type(env).__module__, *env.worker_preload())
-    side = _probe(str(env.python), packages, modules)
-    env.check_simulator(side.packages, f"env.python={env.python} has")
+    where = f"env.python={env.python}"
+    side = _checked(where, worker_command(str(env.python)), _probe(str(env.python), packages, modules), packages)
+    env.check_simulator(side.packages, f"{where} has")
     return side
 
 
 @cache
-def _probe(setting: str, packages: tuple[str, ...], modules: tuple[str, ...]) -> SimulatorSide:
+def _probe(setting: str, packages: tuple[str, ...], modules: tuple[str, ...]) -> dict[str, Any]:
+    """The probe's report (once per process and interpreter); a UserError when there is none."""
     command = worker_command(setting)
     request = json.dumps({"packages": list(packages), "modules": list(modules)})
     where = f"env.python={setting}"
@@ -87,8 +89,10 @@ def _probe(setting: str, packages: tuple[str, ...], modules: tuple[str, ...]) ->
     try:
         report = json.loads(done.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
-        raise UserError(f"{where} did not answer as a Python with lerobot_hydra does ({MAKE_ONE})") from None
-    return _checked(where, command, report, packages)
+        report = None
+    if not isinstance(report, dict):
+        raise UserError(f"{where} did not answer as a Python with lerobot_hydra does ({MAKE_ONE})")
+    return report
 
 
 def _failed_probe(where: str, stderr: str) -> str:
@@ -99,6 +103,8 @@ def _failed_probe(where: str, stderr: str) -> str:
             f"{where} has no lerobot_hydra; install this package there without its dependencies: "
             f"<python> -m pip install --no-deps -e {ROOT} ({MAKE_ONE})"
         )
+    if "No module named" in last:
+        return f"{where} cannot run lerobot_hydra's worker ({last}); install gymnasium and numpy there ({MAKE_ONE})"
     return f"{where} is broken: {last}"
 
 

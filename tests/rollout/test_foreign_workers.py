@@ -1,0 +1,128 @@
+"""Simulator workers in another interpreter (env.python, docs/simulator-envs.md): the same episodes as in-family
+workers, the policy on one Python and the simulator on another, a killed foreign worker respawned, the refusals, and
+a sweep over two MuJoCo versions merged and compared per task."""
+
+from __future__ import annotations
+
+import random
+import re
+import subprocess
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from devkit.worker_kills import kill_a_worker, outcomes, start_eval, wait_for_records
+from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.vector import interpreter
+from tests.conftest import read_episodes, read_json, run_eval, run_here
+from tests.helpers.sim_envs import base_python, metaworld_python, sim_python
+from tests.rollout.test_render_read import assert_same_runs
+
+# The scripted experts on two tasks, two workers, the first episode of each task filmed.
+EXPERTS = [
+    "env.task=[reach-v3,push-v3]",
+    "policy=metaworld_expert",
+    "env.obs_type=state",
+    "eval.n_episodes=2",
+    "eval.batch_size=2",
+    "env.episode_length=120",
+    "eval.max_episodes_rendered=1",
+]
+
+
+def test_metaworld_in_another_environment_equals_in_family_workers(tmp_path: Path) -> None:
+    python = metaworld_python("3.3.0")
+    run_here(*EXPERTS, out_dir=tmp_path / "here")
+    run_here(*EXPERTS, f"env.python={python}", out_dir=tmp_path / "there")
+    assert_same_runs(
+        tmp_path / "here", tmp_path / "there", read_episodes(tmp_path / "here"), read_episodes(tmp_path / "there")
+    )
+    provenance = read_json(tmp_path / "there" / "eval_info.json")["provenance"]
+    assert provenance["simulator"]["command"] == python
+    assert provenance["simulator"]["python"].startswith("3.11.")  # the policy's is this test's Python (3.12 in CI)
+    assert provenance["packages"]["mujoco"] == provenance["simulator"]["packages"]["mujoco"] == "3.3.0"
+
+
+def test_a_killed_foreign_worker_is_respawned_and_the_run_equals_an_undisturbed_one(tmp_path: Path) -> None:
+    overrides = ["env.task=[reach-v3,push-v3]", "policy=random", "env.obs_type=state", "eval.n_episodes=4"]
+    overrides += ["env.episode_length=100", "eval.batch_size=2", f"env.python={metaworld_python('3.3.0')}"]
+    disturbed = tmp_path / "killed"
+    proc = start_eval(disturbed, overrides)
+    wait_for_records(proc, disturbed, 1)
+    killed = kill_a_worker(proc.pid, random.Random(0))
+    stdout, stderr = proc.communicate(timeout=600)
+    out = stdout + stderr
+    assert killed is not None and proc.returncode == 0, out
+    assert re.search(r"the MetaWorld worker of sub-env \d was killed by SIGKILL .* replaced it", out), out
+    run_eval(*overrides, out_dir=tmp_path / "clean")
+    assert outcomes(disturbed) == outcomes(tmp_path / "clean")
+    assert len(outcomes(disturbed)) == 8
+
+
+def refusal(tmp_path: Path, *overrides: str) -> str:
+    with pytest.raises(UserError) as err:
+        run_here("env.task=[reach-v3]", "policy=random", "eval.n_episodes=1", *overrides, out_dir=tmp_path / "run")
+    message = str(err.value)
+    assert "\n" not in message
+    assert not (tmp_path / "run" / "episodes.jsonl").exists()
+    return message
+
+
+def test_each_unusable_interpreter_is_refused_in_one_line_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert refusal(tmp_path, "env.python=/nowhere/bin/python").startswith("env.python=/nowhere/bin/python cannot be")
+    broken = tmp_path / "broken-python"
+    broken.write_text(
+        "#!/bin/sh\necho 'Fatal Python error: init_fs_encoding: failed to get the Python codec' >&2\nexit 1\n"
+    )
+    broken.chmod(0o755)
+    assert refusal(tmp_path, f"env.python={broken}") == (
+        f"env.python={broken} is broken: Fatal Python error: init_fs_encoding: failed to get the Python codec"
+    )
+    bare = tmp_path / "bare"
+    subprocess.run([base_python(), "-m", "venv", "--without-pip", str(bare)], check=True)
+    with monkeypatch.context() as patch:
+        patch.setenv("PYTHONPATH", "")  # the worker side sees only its own site-packages (and its working dir)
+        patch.chdir(tmp_path)
+        assert f"env.python={bare}/bin/python has no lerobot_hydra; install" in refusal(
+            tmp_path, f"env.python={bare}/bin/python"
+        )
+    without = sim_python("no-benchmark", "none", system_site=False)  # this package, gymnasium and numpy: no MetaWorld
+    assert refusal(tmp_path, f"env.python={without}").startswith(f"env.python={without} cannot import metaworld (")
+    mujoco4 = metaworld_python("4.0.1")
+    assert refusal(tmp_path, f"env.python={mujoco4}") == (
+        f"env.python={mujoco4} has mujoco 4.0.1, under which MetaWorld 3.1.1 fails to reset (reset_mocap_welds: "
+        "the shape of MuJoCo 4's eq_data changed); use mujoco<4, e.g. mujoco==3.5.0"
+    )
+    python = metaworld_python("3.3.0")
+    monkeypatch.setattr(interpreter, "version", lambda name: "0.0.1")  # this side's lerobot_hydra, as if older
+    assert refusal(tmp_path, f"env.python={python}") == (
+        f"env.python={python} runs lerobot_hydra {version('lerobot_hydra')} (protocol 1), this side lerobot_hydra "
+        "0.0.1 (protocol 1); install the same version on both sides"
+    )
+    monkeypatch.undo()
+    message = refusal(tmp_path, f"env.python={python}", "eval.use_async_envs=false")
+    assert message.startswith("eval.use_async_envs=false runs the simulators in this process")
+
+
+def test_a_resume_under_another_simulator_is_refused(tmp_path: Path) -> None:
+    one = ["env.task=[reach-v3]", "policy=random", "env.obs_type=state", "env.episode_length=20", "eval.batch_size=1"]
+    run_here(*one, "eval.n_episodes=1", f"env.python={metaworld_python('3.3.0')}", out_dir=tmp_path / "run")
+    with pytest.raises(UserError) as err:
+        run_here(*one, "eval.n_episodes=1", f"env.python={metaworld_python('3.5.0')}", out_dir=tmp_path / "run")
+    assert "\n" not in str(err.value) and "mujoco" in str(err.value), str(err.value)
+
+
+def test_a_sweep_over_two_mujoco_versions_is_merged_and_compared_per_task(tmp_path: Path) -> None:
+    pythons = [metaworld_python("3.3.0"), metaworld_python("3.5.0")]
+    sweep = tmp_path / "sweep"
+    small = ["env.task=[reach-v3,pick-place-v3]", "policy=metaworld_expert", "env.obs_type=state", "eval.n_episodes=2"]
+    proc = run_eval(*small, "eval.batch_size=2", f"env.python={','.join(pythons)}", out_dir=sweep, multirun=True)
+    summary = read_json(sweep / "sweep_summary.json")
+    assert [row["simulator"].split(",")[0] for row in summary["combinations"]] == ["mujoco 3.3.0", "mujoco 3.5.0"]
+    (comparison,) = summary["comparisons"]
+    assert comparison["paired"] and [t["task_name"] for t in comparison["per_task"]] == ["reach-v3", "pick-place-v3"]
+    assert comparison["simulators"]["candidate"].startswith("mujoco 3.5.0, ")
+    assert "simulators: baseline mujoco 3.3.0" in proc.stdout
