@@ -4,6 +4,8 @@ a sweep over two MuJoCo versions merged and compared per task."""
 
 from __future__ import annotations
 
+import os
+import platform
 import random
 import re
 import subprocess
@@ -12,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from devkit.lerobot_checkpoints import tiny_act
 from devkit.worker_kills import kill_a_worker, outcomes, start_eval, wait_for_records
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.vector import interpreter
-from tests.conftest import read_episodes, read_json, run_eval, run_here
+from tests.conftest import outcome, read_episodes, read_json, run_eval, run_here
 from tests.helpers.sim_envs import base_python, metaworld_python, sim_python
 from tests.rollout.test_render_read import assert_same_runs
 
@@ -126,3 +129,20 @@ def test_a_sweep_over_two_mujoco_versions_is_merged_and_compared_per_task(tmp_pa
     assert comparison["paired"] and [t["task_name"] for t in comparison["per_task"]] == ["reach-v3", "pick-place-v3"]
     assert comparison["simulators"]["candidate"].startswith("mujoco 3.5.0, ")
     assert "simulators: baseline mujoco 3.3.0" in proc.stdout
+
+
+@pytest.mark.lerobot
+def test_a_lerobot_policy_on_one_python_line_drives_simulators_on_the_other(tmp_path: Path) -> None:
+    """On the 3.12 line (LeRobot 0.6.1) the simulators run on 3.11, on the 3.11 line (LeRobot 0.4.4) on 3.12."""
+    other = os.environ.get("LEROBOT_HYDRA_OTHER_PYTHON")
+    if not other:
+        pytest.skip("set LEROBOT_HYDRA_OTHER_PYTHON to the other LeRobot line's python (CI does)")
+    overrides = ["policy=act", f"policy.path={tiny_act(tmp_path / 'act')}", "env.obs_type=state"]
+    overrides += ["env.task=[reach-v3,push-v3]", "eval.n_episodes=2", "eval.batch_size=2", "env.episode_length=30"]
+    run_here(*overrides, out_dir=tmp_path / "here")
+    run_here(*overrides, f"env.python={other}", out_dir=tmp_path / "there")
+    here, there = read_episodes(tmp_path / "here"), read_episodes(tmp_path / "there")
+    assert [outcome(r) for r in here] == [outcome(r) for r in there] and len(here) == 4
+    provenance = read_json(tmp_path / "there" / "eval_info.json")["provenance"]
+    assert provenance["simulator"]["python"][:4] != platform.python_version()[:4]
+    assert provenance["packages"]["lerobot"] == version("lerobot")
