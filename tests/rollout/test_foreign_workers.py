@@ -47,6 +47,23 @@ def test_metaworld_in_another_environment_equals_in_family_workers(tmp_path: Pat
     assert provenance["packages"]["mujoco"] == provenance["simulator"]["packages"]["mujoco"] == "3.3.0"
 
 
+@pytest.mark.slow
+@pytest.mark.libero
+def test_libero_in_another_environment_equals_in_family_workers(tmp_path: Path) -> None:
+    """Two tasks, both cameras computed (and passed through the shared mapping), the first episode filmed."""
+    overrides = ["env=libero", "policy=random", "env.task=libero_spatial", "env.task_ids=[0,1]"]
+    overrides += ["env.episode_length=8", "env.observation_height=64", "env.observation_width=64"]
+    overrides += ["eval.n_episodes=1", "eval.batch_size=2", "eval.max_episodes_rendered=1"]
+    overrides += ["env.compute_all_observations=true"]
+    run_here(*overrides, out_dir=tmp_path / "here")
+    run_here(*overrides, f"env.python={metaworld_python('3.3.0')}", out_dir=tmp_path / "there")
+    here, there = read_episodes(tmp_path / "here"), read_episodes(tmp_path / "there")
+    assert_same_runs(tmp_path / "here", tmp_path / "there", here, there)
+    assert [r["task_id"] for r in there] == [0, 1]
+    provenance = read_json(tmp_path / "there" / "eval_info.json")["provenance"]
+    assert provenance["simulator"]["packages"]["robosuite"] == provenance["packages"]["robosuite"] == "1.4.0"
+
+
 def test_a_killed_foreign_worker_is_respawned_and_the_run_equals_an_undisturbed_one(tmp_path: Path) -> None:
     overrides = ["env.task=[reach-v3,push-v3]", "policy=random", "env.obs_type=state", "eval.n_episodes=4"]
     overrides += ["env.episode_length=100", "eval.batch_size=2", f"env.python={metaworld_python('3.3.0')}"]
