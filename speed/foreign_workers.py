@@ -1,6 +1,6 @@
 """LIBERO with its simulator workers in another environment (env.python) vs the workers this interpreter forks.
 
-    .venv312/bin/python -m speed.foreign_workers --python .venvs/metaworld-mujoco-3.3.0/bin/python
+    python -m speed.foreign_workers --python .venvs/metaworld-mujoco-3.3.0/bin/python   # or .venv312/bin/python
 
 The workload of speed/vs_libero_loop.py (libero_spatial tasks 0 and 1, 2 episodes each of 40 steps, batch 2, a tiny
 ACT reading both 256 px cameras and the state, on the CPU), run by eval.py twice: with the simulators in workers
