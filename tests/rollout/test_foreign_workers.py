@@ -9,6 +9,7 @@ import platform
 import random
 import re
 import subprocess
+import sys
 from importlib.metadata import version
 from pathlib import Path
 
@@ -127,12 +128,31 @@ def test_each_unusable_interpreter_is_refused_in_one_line_before_anything_runs(
     assert message.startswith("eval.use_async_envs=false runs the simulators in this process")
 
 
-def test_a_resume_under_another_simulator_is_refused(tmp_path: Path) -> None:
-    one = ["env.task=[reach-v3]", "policy=random", "env.obs_type=state", "env.episode_length=20", "eval.batch_size=1"]
-    run_here(*one, "eval.n_episodes=1", f"env.python={metaworld_python('3.3.0')}", out_dir=tmp_path / "run")
-    with pytest.raises(UserError) as err:
-        run_here(*one, "eval.n_episodes=1", f"env.python={metaworld_python('3.5.0')}", out_dir=tmp_path / "run")
-    assert "\n" not in str(err.value) and "mujoco" in str(err.value), str(err.value)
+def test_a_shard_or_a_resume_under_another_simulator_is_refused(tmp_path: Path) -> None:
+    """The same env.python path, first an environment on MuJoCo 3.3.0, then one on 3.5.0 (a venv rebuilt between
+    two shards): the merge and the resume name the difference in one line."""
+    link = tmp_path / "simulator"
+    link.symlink_to(Path(metaworld_python("3.3.0")).parents[1])
+    shard = ["env.task=[reach-v3,push-v3]", "policy=random", "env.obs_type=state", "env.episode_length=20"]
+    shard += ["eval.n_episodes=2", "eval.batch_size=2", "eval.num_shards=2", f"env.python={link}/bin/python"]
+    run_eval(*shard, "eval.shard_id=0", out_dir=tmp_path / "sweep" / "s0")
+    link.unlink()
+    link.symlink_to(Path(metaworld_python("3.5.0")).parents[1])
+    run_eval(*shard, "eval.shard_id=1", out_dir=tmp_path / "sweep" / "s1")
+    merge = subprocess.run(
+        [sys.executable, "-m", "lerobot_hydra.merge.shards", str(tmp_path / "sweep")], capture_output=True, text=True
+    )
+    assert merge.returncode != 0 and "differ in: simulator.packages.mujoco" in merge.stderr, merge.stderr
+    resumed = run_eval(*shard, "eval.shard_id=0", out_dir=tmp_path / "sweep" / "s0", check=False)
+    assert resumed.returncode != 0
+    assert (
+        resumed.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            "holds results of a different configuration (differs in: simulator.packages.mujoco); resume with the same "
+            "config or choose a new output directory"
+        )
+    ), resumed.stderr
 
 
 def test_a_sweep_over_two_mujoco_versions_is_merged_and_compared_per_task(tmp_path: Path) -> None:
