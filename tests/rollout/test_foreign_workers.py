@@ -126,6 +126,9 @@ def test_each_unusable_interpreter_is_refused_in_one_line_before_anything_runs(
     monkeypatch.undo()
     message = refusal(tmp_path, f"env.python={python}", "eval.use_async_envs=false")
     assert message.startswith("eval.use_async_envs=false runs the simulators in this process")
+    assert refusal(tmp_path, "env=lerobot", f"env.python={python}").startswith(
+        "env.python is not offered for env=lerobot"
+    )
 
 
 def test_a_shard_or_a_resume_under_another_simulator_is_refused(tmp_path: Path) -> None:
