@@ -4,6 +4,7 @@ a sweep over two MuJoCo versions merged and compared per task."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import random
@@ -186,3 +187,15 @@ def test_a_lerobot_policy_on_one_python_line_drives_simulators_on_the_other(tmp_
     provenance = read_json(tmp_path / "there" / "eval_info.json")["provenance"]
     assert provenance["simulator"]["python"][:4] != platform.python_version()[:4]
     assert provenance["packages"]["lerobot"] == version("lerobot")
+
+
+def test_the_python_api_runs_simulators_in_another_environment() -> None:
+    import lerobot_hydra
+    from tests.app.test_api import METAWORLD, Constant
+
+    overrides = [*METAWORLD, "eval.n_episodes=2", "eval.batch_size=2"]
+    here = lerobot_hydra.evaluate(Constant(), overrides)
+    there = lerobot_hydra.evaluate(Constant(), [*overrides, f"env.python={metaworld_python('3.3.0')}"])
+    records = [[dataclasses.asdict(r) for t in results.tasks for r in t.records] for results in (here, there)]
+    assert [outcome(r) for r in records[0]] == [outcome(r) for r in records[1]]
+    assert len(records[1]) == 4
