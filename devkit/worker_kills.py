@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def worker_pids(root: int) -> list[int]:
-    """The simulator workers of run `root`: the children of its multiprocessing forkserver."""
+    """The simulator workers of run `root`: the children of its multiprocessing forkserver, or its foreign workers
+    (env.python: `python -m lerobot_hydra.vector.foreign_worker <spec>`)."""
     try:
         tree = psutil.Process(root).children(recursive=True)
     except psutil.Error:
@@ -26,8 +27,11 @@ def worker_pids(root: int) -> list[int]:
     workers = []
     for process in tree:
         try:
-            if "forkserver" in " ".join(process.cmdline()):
+            command = " ".join(process.cmdline())
+            if "forkserver" in command:
                 workers.extend(child.pid for child in process.children())
+            elif "lerobot_hydra.vector.foreign_worker {" in command:
+                workers.append(process.pid)
         except psutil.Error:
             continue
     return workers

@@ -30,6 +30,13 @@ if [[ ! -f $venv/.installed ]]; then  # written once the install succeeded
   touch "$venv/.installed"
 fi
 
+# The simulator environments of the env.python tests (tests/helpers/sim_envs.py), made once from the 3.11 base
+# (kept under .venvs/; the tests make any that is missing themselves).
+for mujoco in 3.3.0 3.5.0 4.0.1; do
+  SIM_ENV_SYSTEM_SITE=1 PYTHON="$python311" bash scripts/sim_env.sh metaworld ".venvs/metaworld-mujoco-$mujoco" "mujoco==$mujoco" >/dev/null
+done
+PYTHON="$python311" bash scripts/sim_env.sh none .venvs/no-benchmark >/dev/null
+
 # Both runs always run; the script fails if either did.
 status=0
 workers=(-n "${LEROBOT_HYDRA_TEST_WORKERS:-2}" --dist loadgroup)

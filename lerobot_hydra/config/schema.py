@@ -208,6 +208,11 @@ def validate(cfg: DictConfig, sweep_rounds: bool = False) -> EvalConfig:
         raise UserError(f"eval.render must be read or every_step, got '{ev.render}'")
     _check_record(ev)
     check_clock(ev.clock)
+    if not ev.use_async_envs and isinstance(cfg.env, DictConfig) and cfg.env.get("python") is not None:
+        raise UserError(
+            "eval.use_async_envs=false runs the simulators in this process, env.python in workers of another "
+            "interpreter; drop one of them"
+        )
     if ev.num_shards is not None and ev.num_shards < 1:
         raise UserError(f"eval.num_shards must be at least 1, got {ev.num_shards}")
     if ev.shard_id < 0:

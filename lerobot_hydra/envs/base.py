@@ -107,6 +107,9 @@ class EnvConfig:
     processors: dict[str, list[Any]] = field(default_factory=lambda: {"pre": [], "post": []})
     # Debugging: compute every observation the settings name, also those the policy does not read.
     compute_all_observations: bool = False
+    # The interpreter the simulator workers run in (docs/simulator-envs.md): null, this one; else a Python executable
+    # (a virtual environment's bin/python) or a command prefix ending in one (`apptainer exec image.sif python`).
+    python: str | None = None
 
     def tasks(self) -> list[TaskSpec]:
         raise NotImplementedError
@@ -160,6 +163,10 @@ class EnvConfig:
         """The installed distributions (pip names) that simulate this benchmark, recorded in every result's
         provenance; the merge refuses shards whose versions of them differ."""
         return []
+
+    def check_simulator(self, packages: dict[str, str | None], where: str) -> None:
+        """Refuses, in one line starting with `where` (who has them), simulator versions (`packages`: pip name ->
+        version) this benchmark is known to fail under; by default it knows of none."""
 
     def for_policy(self, policy: Any) -> EnvConfig:
         """This env as it hands observations to `policy` (the run's PolicyConfig): itself, or a copy whose

@@ -21,6 +21,8 @@ OBS_TYPES = ("state", "pixels", "pixels_agent_pos")
 MAX_PATH_LENGTH = 500
 # Pose of the corner2 camera used by LeRobot's MetaWorld datasets (as in arXiv:2206.14244).
 CORNER2_POSITION = (0.75, 0.075, 0.7)
+# MetaWorld 3.1 resets fail from this MuJoCo major version on (docs/simulator-envs.md).
+MUJOCO_MAJOR_LIMIT = 4
 
 
 @cache
@@ -151,6 +153,14 @@ class MetaWorldEnvConfig(EnvConfig):
 
     def distributions(self) -> list[str]:
         return ["metaworld"]
+
+    def check_simulator(self, packages: dict[str, str | None], where: str) -> None:
+        mujoco = packages.get("mujoco") or ""
+        if mujoco.split(".")[0].isdigit() and int(mujoco.split(".")[0]) >= MUJOCO_MAJOR_LIMIT:
+            raise UserError(
+                f"{where} mujoco {mujoco}, under which MetaWorld {packages.get('metaworld')} fails to reset "
+                "(reset_mocap_welds: the shape of MuJoCo 4's eq_data changed); use mujoco<4, e.g. mujoco==3.5.0"
+            )
 
 
 def _make_task_env(name: str, **kwargs: Any) -> Any:

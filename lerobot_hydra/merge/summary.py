@@ -27,6 +27,7 @@ from lerobot_hydra.merge.summary_export import many_section, write_exports
 from lerobot_hydra.merge.summary_text import format_sweep_summary
 from lerobot_hydra.results.aggregate import Results, Summary, aggregate
 from lerobot_hydra.results.pairing import ResultSet, compare
+from lerobot_hydra.rollout.provenance import simulator_text
 from lerobot_hydra.rundir.shard_file import Shard
 
 
@@ -150,16 +151,28 @@ def sweep_summary(entries: Sequence[SweepEntry], sweep_dir: Path, baseline: str 
     if len(arms) > 1:
         base = arms[pick_baseline(arms, baseline)]
         summary["baseline"] = base.title
-        summary["comparisons"] = [compare(base.result_set(), a.result_set()) for a in arms if a is not base]
+        summary["comparisons"] = [_compared(base, a) for a in arms if a is not base]
     if len(arms) > 2:
         summary.update(many_section([a.result_set() for a in arms]))
     return summary
 
 
+def _compared(base: Arm, arm: Arm) -> dict[str, Any]:
+    """The paired (or unpaired) comparison of `arm` with `base`, naming each side's simulator where one of them
+    ran its simulators in another interpreter (env.python)."""
+    comparison = compare(base.result_set(), arm.result_set())
+    sides = [simulator_text(a.entries[0].identity) for a in (base, arm)]
+    if any(sides):
+        comparison["simulators"] = {"baseline": sides[0], "candidate": sides[1]}
+    return comparison
+
+
 def _row(entry: SweepEntry, arm: str, sweep_dir: Path) -> dict[str, Any]:
     overall = entry.results.overall
     path = entry.eval_info
+    simulator = simulator_text(entry.identity)
     return {
+        **({"simulator": simulator} if simulator else {}),
         "combination": entry.name,
         "label": entry.label,
         "arm": arm,

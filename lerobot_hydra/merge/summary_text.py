@@ -41,8 +41,21 @@ def format_sweep_summary(summary: dict[str, Any], title: str) -> str:
         ]
         lines += ["  " + line for line in align(seeds)]
     lines += many_lines(summary)
+    simulators = [(row["combination"] or "(default)", row.get("simulator")) for row in summary["combinations"]]
+    if any(text for _, text in simulators):
+        lines += [
+            "",
+            "Simulators (env.python):",
+            *(f"  {name}: {text or 'this interpreter'}" for name, text in simulators),
+        ]
     for comparison in summary["comparisons"]:
         lines += ["", format_comparison(comparison)]
+        if comparison.get("simulators"):
+            sides = comparison["simulators"]
+            lines.append(
+                f"  simulators: baseline {sides['baseline'] or 'this interpreter'}; "
+                f"candidate {sides['candidate'] or 'this interpreter'}"
+            )
     if summary.get("sequential"):
         lines += [
             "",

@@ -1,9 +1,10 @@
 """What made a result: this package (version, git revision), Python, the packages that simulate the benchmark and
 compute the actions, the checkpoint, the device and MUJOCO_GL.
 
-Recorded in every eval_info.json, shard file and W&B run. `outcome_relevant` names the packages whose version
-can change an episode (torch, mujoco, the env's and the policy's distributions): a resume and the merge compare
-those, and the merge refuses shards that differ in them unless told to accept the difference.
+Recorded in every eval_info.json, shard file and W&B run; with `env.python`, the simulator side's versions too
+(`simulator`: its command, Python and packages, which also stand in `packages`). `outcome_relevant` names the
+packages whose version can change an episode (torch, mujoco, the env's and the policy's distributions): a resume and
+the merge compare those, and the merge refuses shards that differ in them unless told to accept the difference.
 """
 
 from __future__ import annotations
@@ -35,19 +36,42 @@ KeyPath = tuple[str, ...]
 
 
 def collect(env: EnvConfig, policy: PolicyConfig, checkpoint: dict[str, Any] | None, device: str) -> dict[str, Any]:
-    """The provenance of a run of `policy` (top-level `device` setting) on `env`."""
+    """The provenance of a run of `policy` (top-level `device` setting) on `env`. With `env.python`, the simulator
+    side's versions (its probe's: mujoco, gymnasium, numpy, the env's distributions) stand in `packages` for this
+    side's, and `simulator` records that side whole."""
+    from lerobot_hydra.vector.interpreter import simulator_side
+
     used = list(dict.fromkeys([*env.distributions(), *policy.distributions()]))
     resolved = policy.resolved_device(device)
-    return {
+    packages = {name: package_version(name) for name in dict.fromkeys([*CORE_PACKAGES, *used])}
+    side = simulator_side(env)
+    if side is None:
+        env.check_simulator(packages, "this interpreter has")
+    else:
+        packages.update(side.packages)
+    out = {
         "lerobot_hydra": {"version": package_version("lerobot_hydra"), "git_revision": git_revision(CHECKOUT)},
         "python": platform.python_version(),
-        "packages": {name: package_version(name) for name in dict.fromkeys([*CORE_PACKAGES, *used])},
+        "packages": packages,
         "outcome_relevant": list(dict.fromkeys([*OUTCOME_CORE, *used])),
         "checkpoint": checkpoint,
         "device": resolved,
         "gpu": gpu_name(resolved),
         "mujoco_gl": os.environ.get("MUJOCO_GL"),
     }
+    if side is not None:
+        out["simulator"] = {"command": " ".join(side.command), "lerobot_hydra": side.lerobot_hydra, **side.versions()}
+    return out
+
+
+def simulator_text(identity: dict[str, Any]) -> str | None:
+    """The simulator side an env.python run's fingerprint records (run/identity.py), as a merge and a comparison
+    name it: 'mujoco 3.5.0, metaworld 3.1.1, ... on Python 3.11.7'; None for a run in this interpreter."""
+    side = identity.get("simulator")
+    if not isinstance(side, dict):
+        return None
+    packages = ", ".join(f"{name} {value}" for name, value in (side.get("packages") or {}).items())
+    return f"{packages} on Python {side.get('python')}"
 
 
 def package_version(name: str) -> str | None:

@@ -189,7 +189,7 @@ def open_run(
         if out_dir is None:
             sink = MemorySink([t.key for t in parts.tasks], plan, provenance)
         else:
-            identity = run_identity(cfg, eval_cfg, checkpoint)
+            identity = run_identity(cfg, eval_cfg, checkpoint, provenance.get("simulator"))
             shard_id, num_shards = eval_cfg.shard_id, eval_cfg.num_shards or 1
             sink = DirSink(cfg, out_dir, identity, shard_id, num_shards, parts.tasks, plan, label, provenance)
             stack.enter_context(sink)

@@ -13,12 +13,20 @@ from lerobot_hydra.config.schema import EvalConfig, resolve_target
 # Settings that never change an episode's outcome; left out of the fingerprint so that a shard can be
 # resumed with another batch size or on another machine.
 OUTCOME_NEUTRAL_POLICY_KEYS = {"device"}
-OUTCOME_NEUTRAL_ENV_KEYS = {"compute_all_observations"}
+# `python` names where the simulator runs; what runs there (its versions) is fingerprinted instead (`simulator`).
+OUTCOME_NEUTRAL_ENV_KEYS = {"compute_all_observations", "python"}
 
 
-def run_identity(cfg: DictConfig, eval_cfg: EvalConfig, checkpoint: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_identity(
+    cfg: DictConfig,
+    eval_cfg: EvalConfig,
+    checkpoint: dict[str, Any] | None = None,
+    simulator: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The env, policy, episodes, seed, and the checkpoint's identity (`PolicyConfig.identity()`) for a policy that
-    has one; a dynamic sweep's shards say so (their queue is the configuration's), and a real-time run its clock."""
+    has one; a dynamic sweep's shards say so (their queue is the configuration's), and a real-time run its clock.
+    `simulator`: the versions of the simulator side of an env.python run (its provenance's `simulator`), so that a
+    resume or a shard whose simulator differs is refused."""
     container = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(container, dict)
     neutral = OUTCOME_NEUTRAL_POLICY_KEYS | getattr(
@@ -29,6 +37,8 @@ def run_identity(cfg: DictConfig, eval_cfg: EvalConfig, checkpoint: dict[str, An
     identity = {"env": env, "policy": policy, "n_episodes": eval_cfg.n_episodes, "seed": cfg.seed}
     if checkpoint is not None:
         identity["checkpoint"] = checkpoint
+    if simulator is not None:
+        identity["simulator"] = {"python": simulator["python"], "packages": simulator["packages"]}
     if dynamic_claims(eval_cfg):
         identity["claims"] = "dynamic"
     if eval_cfg.clock.real_time:  # the latency changes the episodes (lockstep runs keep their fingerprint)

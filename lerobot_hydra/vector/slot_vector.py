@@ -2,7 +2,8 @@
 
 Workers exchange observations, actions, rewards and flags through shared memory; a step costs one byte each way
 per worker (Gymnasium's AsyncVectorEnv pickles every step's results and info dicts, ~0.3 ms a step: as much as a
-MetaWorld step). Everything else (reset with per-slot options, bind, render, close) goes as pickled calls.
+MetaWorld step). Everything else (reset with per-slot options, bind, render, close) goes as pickled calls (JSON
+to a worker of another interpreter: vector/foreign.py).
 A sub-env that raises is reported with its message and traceback (`SubEnvFailed`); a worker that dies, or does not
 answer a call within `eval.step_timeout_s` (then it is killed), is reported as `WorkerLost` once the other workers'
 answers are collected, and `replace_workers` starts a fresh one in its place (vector/faults.py).
@@ -10,9 +11,7 @@ answers are collected, and `replace_workers` starts a fresh one in its place (ve
 
 from __future__ import annotations
 
-import multiprocessing
 import multiprocessing.connection
-import pickle
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,19 +23,17 @@ from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.protocol import RESET_MASK_KEY
 from lerobot_hydra.vector import faults
 from lerobot_hydra.vector.faults import SubEnvFailed, WorkerLost, call_in_process, describe_exit, last_line
-from lerobot_hydra.vector.shared_memory import lock_free_shared_memory
+from lerobot_hydra.vector.launchers import ForkserverWorkers, WorkerLauncher
 from lerobot_hydra.vector.slot_worker import (
     DONE,
     RESULT_FIELDS,
     copy_tree,
     row,
-    run_worker,
     step_message,
     write_row,
 )
-from lerobot_hydra.vector.worker_signals import OPEN_WORKERS
+from lerobot_hydra.vector.worker_signals import OPEN_WORKERS, job_signals_blocked
 
-TYPECODES = {np.float64: "d", np.bool_: "B"}
 RESET_INFO_KEYS = ("is_success", "done", "init_state_id")
 
 
@@ -47,9 +44,10 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         observation_space: gym.Space,
         action_space: gym.Space,
         metadata: dict[str, Any],
-        context: str | None = None,
+        context: str | WorkerLauncher | None = None,
     ) -> None:
-        """`context` None: the slots live in this process; else the multiprocessing start method of the workers."""
+        """`context` None: the slots live in this process; else the multiprocessing start method of the workers,
+        or a launcher of workers from another interpreter (vector/foreign.py)."""
         self.num_envs = len(slot_fns)
         self.metadata = metadata
         self.render_mode = "rgb_array"
@@ -71,32 +69,24 @@ class SlotVectorEnv(gym.vector.VectorEnv):
             self._obs = create_empty_array(observation_space, self.num_envs, fn=np.zeros)
             self._results = {name: np.zeros(self.num_envs, dtype) for name, dtype in RESULT_FIELDS}
             return
-        ctx = multiprocessing.get_context(context)
-        self._obs_shm = lock_free_shared_memory(observation_space, self.num_envs, ctx)
-        self._act_shm = lock_free_shared_memory(action_space, self.num_envs, ctx)
-        self._res_shm = {name: ctx.RawArray(TYPECODES[dtype], self.num_envs) for name, dtype in RESULT_FIELDS}
+        self._launcher = ForkserverWorkers(context) if isinstance(context, str) else context
+        self._codec = self._launcher.codec
+        self._buffers = self._launcher.buffers((observation_space, action_space), self.num_envs)
+        self._obs_shm, self._act_shm, self._res_shm = self._buffers
         self._obs = read_from_shared_memory(observation_space, self._obs_shm, self.num_envs)
         self._actions = read_from_shared_memory(action_space, self._act_shm, self.num_envs)
         self._results = {name: np.frombuffer(self._res_shm[name], dtype) for name, dtype in RESULT_FIELDS}
-        self._ctx = ctx
         self._conns, self._processes = [None] * self.num_envs, [None] * self.num_envs
         for index in range(self.num_envs):
             self._start_worker(index)
         self._gather("__init__", list(range(self.num_envs)))
 
     def _start_worker(self, index: int) -> None:
-        parent, child = self._ctx.Pipe()
         spaces = (self.single_observation_space, self.single_action_space)
-        process = self._ctx.Process(
-            target=run_worker,
-            name=f"lerobot_hydra-slot-{index}",
-            args=(index, self._slot_fns[index], child, *spaces, self._obs_shm, self._act_shm, self._res_shm),
-            daemon=True,
-        )
-        process.start()
+        with job_signals_blocked():  # a foreign worker ignores them once its interpreter is up
+            conn, process = self._launcher.start(index, self._slot_fns[index], spaces, self._buffers)
         OPEN_WORKERS.add(process)
-        child.close()
-        self._conns[index], self._processes[index] = parent, process
+        self._conns[index], self._processes[index] = conn, process
 
     def replace_workers(self, indices: Sequence[int]) -> None:
         """Fresh workers for the sub-envs `indices` (their old ones killed if still running): each starts with an
@@ -144,7 +134,9 @@ class SlotVectorEnv(gym.vector.VectorEnv):
                 self._results["reward"][index], self._results["done"][index] = 0.0, True
                 self._results["is_success"][index] = False
             replies = self._receive_all([i for i in stepped if i not in lost], lost)
-            self._raise_failures("step", {i: pickle.loads(r) for i, r in replies.items() if r != DONE}, lost)
+            self._raise_failures(
+                "step", {i: self._codec.decode_reply(r) for i, r in replies.items() if r != DONE}, lost
+            )
         else:
             for index, env in enumerate(self._envs):
                 film, blind = index in self.prerender_slots, index in self.blind_slots  # in process: no prerender
@@ -172,7 +164,7 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         if not self._conns or index in self._parked:
             return False
         try:
-            self._conns[index].send_bytes(pickle.dumps((name, args, {}, False)))
+            self._conns[index].send_bytes(self._codec.encode_call(name, args, {}, False))
         except OSError:
             pass  # a dead worker: its call is collected as lost
         self._parked[index] = name
@@ -208,7 +200,7 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         for index, conn in enumerate(self._conns):
             if index not in self._parked:
                 try:
-                    conn.send_bytes(pickle.dumps(("close", (), {}, False)))
+                    conn.send_bytes(self._codec.encode_call("close", (), {}, False))
                 except OSError:
                     pass
         for process, conn in zip(self._processes, self._conns, strict=True):
@@ -220,6 +212,7 @@ class SlotVectorEnv(gym.vector.VectorEnv):
             conn.close()
         self._parked.clear()
         self._conns, self._processes = [], []
+        self._launcher.close()
 
     def _call_each(
         self, name: str, calls: list[tuple[tuple, dict]], write_obs: bool = False, indices: list[int] | None = None
@@ -239,7 +232,7 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         lost: dict[int, str] = {}
         for index, (args, kwargs) in zip(indices, calls, strict=True):
             try:
-                self._conns[index].send_bytes(pickle.dumps((name, args, kwargs, write_obs)))
+                self._conns[index].send_bytes(self._codec.encode_call(name, args, kwargs, write_obs))
             except OSError:
                 lost[index] = self._why_lost(index)
         return self._gather(name, indices, lost)
@@ -252,7 +245,8 @@ class SlotVectorEnv(gym.vector.VectorEnv):
     def _gather(self, name: str, indices: list[int], lost: dict[int, str] | None = None) -> list[Any]:
         lost = {} if lost is None else lost
         replies = {
-            i: pickle.loads(r) for i, r in self._receive_all([i for i in indices if i not in lost], lost).items()
+            i: self._codec.decode_reply(r)
+            for i, r in self._receive_all([i for i in indices if i not in lost], lost).items()
         }
         self._raise_failures(name, {i: reply for i, reply in replies.items() if not reply[0]}, lost)
         return [replies[i][1] for i in indices]

@@ -24,6 +24,16 @@ from lerobot_hydra.vector.slot_env import SlotEnv
 from lerobot_hydra.vector.worker_servers import worker_context
 
 
+def foreign_workers(config: EnvConfig, metadata: dict[str, Any], threads: int | None) -> Any:
+    """The launcher of `config`'s workers in the interpreter `env.python` names, checked first."""
+    from lerobot_hydra.vector.foreign import ForeignWorkers
+    from lerobot_hydra.vector.interpreter import simulator_side
+
+    side = simulator_side(config)
+    assert side is not None
+    return ForeignWorkers(list(side.command), metadata, threads, config.worker_preload())
+
+
 def render_threads_per_worker(n_workers: int) -> int | None:
     """CPU rendering threads for each of `n_workers` workers; None when the user set LP_NUM_THREADS."""
     if "LP_NUM_THREADS" in os.environ:
@@ -50,11 +60,15 @@ class EnvPool:
         metadata = {"render_modes": ["rgb_array"], "render_fps": config.fps}
         from lerobot_hydra.vector.slot_vector import SlotVectorEnv
 
-        workers = use_async and n_envs > 1
+        # Simulators of another interpreter always run in its workers, one or more.
+        workers = (use_async and n_envs > 1) or config.python is not None
         threads = render_threads_per_worker(n_envs) if workers else None
         fns = [functools.partial(SlotEnv, i, *spaces, metadata, threads) for i in range(n_envs)]
         context = worker_context(config) if workers else None
-        self.vec = SlotVectorEnv(fns, *spaces, metadata, context=context)
+        if context == "foreign":
+            self.vec = SlotVectorEnv(fns, *spaces, metadata, context=foreign_workers(config, metadata, threads))
+        else:
+            self.vec = SlotVectorEnv(fns, *spaces, metadata, context=context)
         self.num_envs = n_envs
         self.tasks: list[TaskSpec | None] = [None] * n_envs  # the task each slot is bound to
 

@@ -21,7 +21,10 @@ _leases = 0
 
 def worker_context(config: EnvConfig) -> str:
     """forkserver keeps GL contexts and CUDA state of the parent out of the workers, and forks them quickly
-    from a server that has imported the benchmark's modules once."""
+    from a server that has imported the benchmark's modules once. `foreign`: workers of another interpreter
+    (`env.python`, vector/foreign.py), which need no forkserver."""
+    if config.python is not None:
+        return "foreign"
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return "spawn"
     preload = ["lerobot_hydra.vector.forkserver_preload", "lerobot_hydra.vector.task_envs", *config.worker_preload()]

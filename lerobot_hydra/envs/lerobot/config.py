@@ -68,6 +68,11 @@ class LeRobotEnvConfig(EnvConfig):
         values = OmegaConf.to_container(node, resolve=True)
         assert isinstance(values, dict)
         name = str(values.get("type", "pusht"))
+        if "python" in values:
+            raise UserError(
+                "env.python is not offered for env=lerobot (LeRobot's env types run in this interpreter's workers); "
+                "run the benchmark as env=metaworld, env=libero or env=gym with env.python"
+            )
         settings = {k: v for k, v in values.items() if k not in INSTANTIATE_KEYS and k not in OWN_KEYS}
         check_keys(name, list(settings))
         make_lerobot_config(name, settings)

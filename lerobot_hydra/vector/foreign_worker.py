@@ -1,0 +1,119 @@
+"""A simulator worker of another interpreter (`env.python`): `python -m lerobot_hydra.vector.foreign_worker`.
+
+It needs only the simulator's own packages, gymnasium, numpy and this package installed without its dependencies
+(no torch, Hydra or LeRobot: `bash scripts/sim_env.sh` makes such an environment). Two forms, both started by the
+policy side (vector/foreign.py, vector/interpreter.py), never by hand:
+
+- `--probe REQUEST`: prints one JSON object: this side's protocol, lerobot_hydra version, Python, the versions of the
+  packages REQUEST names and, for each module it names, the error importing it (null: imported).
+- `WORKER`: a JSON object (`worker_spec`) naming the slot, its spaces, and the file descriptors of its connection and
+  of the shared mapping its rows live in; the worker then runs the same loop as an in-family worker
+  (slot_worker.run_worker) with JSON calls (vector/wire.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import mmap
+import platform
+import signal
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from multiprocessing.connection import Connection
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from lerobot_hydra.vector.shared_memory import mapped_buffers
+from lerobot_hydra.vector.slot_env import SlotEnv
+from lerobot_hydra.vector.slot_worker import RESULT_FIELDS, run_worker
+from lerobot_hydra.vector.wire import PROTOCOL, JsonCodec, WireError
+from lerobot_hydra.vector.worker_signals import ignore_job_signals, job_signals
+
+MODULE = "lerobot_hydra.vector.foreign_worker"
+SPEC_KEYS = {"v", "index", "n", "spaces", "metadata", "render_threads", "conn_fd", "shm_fd", "shm_size", "preload"}
+
+
+def space_to_json(space: gym.Space) -> dict[str, Any]:
+    """A Box or Dict space as JSON: the shapes and dtypes the shared buffers are laid out from."""
+    if isinstance(space, gym.spaces.Dict):
+        return {"dict": {key: space_to_json(sub) for key, sub in space.spaces.items()}}
+    if isinstance(space, gym.spaces.Box):
+        return {"box": {"shape": list(space.shape), "dtype": space.dtype.str}}
+    raise TypeError(f"a {type(space).__name__} space cannot reach a foreign worker (Box and Dict spaces can)")
+
+
+def space_from_json(data: Any) -> gym.Space:
+    if isinstance(data, dict) and set(data) == {"dict"} and isinstance(data["dict"], dict):
+        return gym.spaces.Dict({key: space_from_json(sub) for key, sub in data["dict"].items()})
+    if isinstance(data, dict) and set(data) == {"box"} and set(data["box"]) == {"shape", "dtype"}:
+        dtype = np.dtype(data["box"]["dtype"])
+        low, high = _bounds(dtype)
+        return gym.spaces.Box(low, high, tuple(int(d) for d in data["box"]["shape"]), dtype)
+    raise WireError(f"not a space: {str(data)[:80]}")
+
+
+def _bounds(dtype: np.dtype) -> tuple[Any, Any]:
+    """The widest bounds of `dtype`: the worker lays out and fills buffers, and never samples or clips."""
+    if dtype == np.bool_:
+        return 0, 1
+    if np.issubdtype(dtype, np.integer):
+        return np.iinfo(dtype).min, np.iinfo(dtype).max
+    return -np.inf, np.inf
+
+
+def probe(request: dict[str, Any]) -> dict[str, Any]:
+    """What the policy side checks before it starts a worker here."""
+    imports: dict[str, str | None] = {}
+    for module in request.get("modules", []):
+        try:
+            importlib.import_module(module)
+            imports[module] = None
+        except Exception as err:  # noqa: BLE001 - reported to the policy side, which refuses in one line
+            imports[module] = f"{type(err).__name__}: {err}".splitlines()[0]
+    return {
+        "v": PROTOCOL,
+        "lerobot_hydra": _version("lerobot_hydra"),
+        "python": platform.python_version(),
+        "packages": {name: _version(name) for name in request.get("packages", [])},
+        "imports": imports,
+    }
+
+
+def _version(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def serve(spec: dict[str, Any]) -> None:
+    """Runs the worker `spec` describes until the policy side closes it."""
+    if not isinstance(spec, dict) or set(spec) != SPEC_KEYS or spec["v"] != PROTOCOL:
+        raise WireError(f"a worker spec holds exactly {sorted(SPEC_KEYS)} at protocol {PROTOCOL}")
+    ignore_job_signals()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, job_signals())  # blocked by the parent while it started this process
+    for module in spec["preload"]:
+        importlib.import_module(module)
+    spaces = (space_from_json(spec["spaces"][0]), space_from_json(spec["spaces"][1]))
+    memory = mmap.mmap(spec["shm_fd"], spec["shm_size"])
+    obs, act, res = mapped_buffers(memoryview(memory), spaces, spec["n"], RESULT_FIELDS)
+    slot_fn = functools.partial(SlotEnv, spec["index"], *spaces, spec["metadata"], spec["render_threads"])
+    run_worker(spec["index"], slot_fn, Connection(spec["conn_fd"]), *spaces, obs, act, res, codec=JsonCodec)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) == 2 and args[0] == "--probe":
+        print(json.dumps(probe(json.loads(args[1]))))
+    elif len(args) == 1:
+        serve(json.loads(args[0]))
+    else:
+        sys.exit(f"usage: python -m {MODULE} --probe REQUEST | WORKER_SPEC (started by lerobot_hydra, not by hand)")
+
+
+if __name__ == "__main__":
+    main()
