@@ -21,7 +21,7 @@ from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig
 from lerobot_hydra.rollout.plan import shard_plan
 from lerobot_hydra.run.work import plan_work
-from lerobot_hydra.rundir.store import RunStore
+from lerobot_hydra.store.run_store import RunStore
 
 TASKS = MetaWorldEnvConfig(task="all").tasks()
 RECORDED = 1_000

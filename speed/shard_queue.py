@@ -95,7 +95,7 @@ def run_sweep(claims: str) -> dict[str, Any]:
         end_to_end = time.perf_counter() - start
         timeline = [shard_timeline(sweep / f"shard_{k}", started, exits[k]) for k in range(SHARDS)]
         merge = subprocess.run(
-            [sys.executable, "-m", "lerobot_hydra.merge.shards", str(sweep)], cwd=ROOT, env=ENV, capture_output=True
+            [sys.executable, "-m", "lerobot_hydra.sweeps.shards", str(sweep)], cwd=ROOT, env=ENV, capture_output=True
         )
         if merge.returncode != 0:
             raise SystemExit(f"the {claims} merge failed:\n{merge.stdout.decode()}\n{merge.stderr.decode()}")

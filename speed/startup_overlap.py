@@ -28,7 +28,7 @@ SNIPPET = """
 import functools, json, sys
 from lerobot_hydra.app.autotune import compose
 from lerobot_hydra.vector.worker_servers import ServerLease
-from lerobot_hydra.config.schema import instantiate_node
+from lerobot_hydra.schemas.schema import instantiate_node
 from lerobot_hydra.core.gl import configure_mujoco_gl
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.lanes import LaneSettings, evaluate

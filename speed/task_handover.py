@@ -23,10 +23,10 @@ from speed.harness.timing import verdict
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 from lerobot_hydra.app.autotune import compose
-from lerobot_hydra.config.schema import instantiate_node
 from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.runner import TaskWork
+from lerobot_hydra.schemas.schema import instantiate_node
 from lerobot_hydra.vector.slot_vector import SlotVectorEnv
 
 OVERRIDES = [

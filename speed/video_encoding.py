@@ -27,8 +27,8 @@ from speed.harness.timing import verdict
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig
-from lerobot_hydra.outputs.video import EpisodeVideo, VideoRecorder
 from lerobot_hydra.policies.random import RandomPolicy
+from lerobot_hydra.publish.video import EpisodeVideo, VideoRecorder
 from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.runner import TaskWork

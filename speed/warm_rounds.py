@@ -49,7 +49,7 @@ def look_and_wait(row: np.ndarray) -> np.ndarray:
 def warm(out: Path) -> list[tuple]:
     from lerobot_hydra.app.evaluation import evaluate_config
     from lerobot_hydra.app.probing import compose
-    from lerobot_hydra.config.schema import validate
+    from lerobot_hydra.schemas.schema import validate
 
     cfg = compose(OVERRIDES)
     return _outcomes(evaluate_config(cfg, validate(cfg), out, "warm"))
@@ -70,11 +70,11 @@ def cold(out: Path) -> list[tuple]:
     from dataclasses import asdict
 
     from lerobot_hydra.app.probing import compose
-    from lerobot_hydra.config.schema import validate
     from lerobot_hydra.results.sequential import TaskStops, one_policy_of, round_ends, successes_before
     from lerobot_hydra.run.execute import conclude
     from lerobot_hydra.run.sources import FixedPlan
     from lerobot_hydra.run.work import RoundCap, capped, outcomes_of, plan_work
+    from lerobot_hydra.schemas.schema import validate
 
     cfg = compose(OVERRIDES)
     ev = validate(cfg)

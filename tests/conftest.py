@@ -215,8 +215,8 @@ def evaluate_here(out_dir: Path, *overrides: str, label: str = "") -> dict[str, 
     from hydra import compose as hydra_compose
 
     from lerobot_hydra.app.evaluation import evaluate_config
-    from lerobot_hydra.config.schema import validate
     from lerobot_hydra.results.eval_info import to_eval_info
+    from lerobot_hydra.schemas.schema import validate
 
     with _no_leftovers(), _hydra_config_module():
         cfg = hydra_compose(config_name="config", overrides=list(overrides))

@@ -25,8 +25,6 @@ from typing import Any, Self
 
 from lerobot_hydra.app.evaluation import evaluate_config
 from lerobot_hydra.app.main_guard import check_main_guard
-from lerobot_hydra.config import schema as schemas
-from lerobot_hydra.config.schema import EvalConfig, instantiate_node
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.loggers.base import RunMeta, build_loggers
 from lerobot_hydra.loggers.run_meta import EVAL, plain_config
@@ -35,6 +33,8 @@ from lerobot_hydra.results.aggregate import Results
 from lerobot_hydra.rollout.build import build_run
 from lerobot_hydra.run.pools import KeptPools
 from lerobot_hydra.run.warm import Warm
+from lerobot_hydra.schemas import schema as schemas
+from lerobot_hydra.schemas.schema import EvalConfig, instantiate_node
 
 log = logging.getLogger("lerobot_hydra")
 

@@ -187,9 +187,9 @@ def _shards(batch_size: int, lanes: int, cpus: int, gpus: int) -> tuple[int, str
 def run(overrides: list[str]) -> Recommendation:
     import torch
 
-    from lerobot_hydra.config.schema import available_cpus, validate
     from lerobot_hydra.core.gl import nvidia_gpu_visible, resolve_device
     from lerobot_hydra.rollout.build import build_run
+    from lerobot_hydra.schemas.schema import available_cpus, validate
 
     started = time.perf_counter()
     cfg = compose(overrides)

@@ -160,9 +160,9 @@ def sweep_command(overrides: list[str], rec: ServerRecommendation, episodes: int
 
 def run(overrides: list[str], max_batch: int = DEFAULT_MAX_BATCH) -> ServerRecommendation:
     from lerobot_hydra.app.probing import compose
-    from lerobot_hydra.config.schema import available_cpus, validate
     from lerobot_hydra.core.gl import resolve_device
     from lerobot_hydra.rollout.build import build_run
+    from lerobot_hydra.schemas.schema import available_cpus, validate
     from lerobot_hydra.serving.chunks import ChunkPolicy
 
     if max_batch < 1:

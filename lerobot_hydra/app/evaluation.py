@@ -12,13 +12,13 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from lerobot_hydra.config.schema import EvalConfig
 from lerobot_hydra.loggers.base import RunMeta
 from lerobot_hydra.results.aggregate import Results
 from lerobot_hydra.run.context import RunContext, open_run
 from lerobot_hydra.run.execute import WorkSource, execute
 from lerobot_hydra.run.sources import source_for
 from lerobot_hydra.run.warm import Warm
+from lerobot_hydra.schemas.schema import EvalConfig
 
 
 def evaluate_config(

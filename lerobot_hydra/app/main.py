@@ -16,11 +16,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from lerobot_hydra.app.cli import OURS, one_line_errors
 from lerobot_hydra.app.probing import register
-from lerobot_hydra.config import schema as schemas
 from lerobot_hydra.core.errors import EPISODE_ERRORS_EXIT, UserError, episode_errors_line
 from lerobot_hydra.loggers.bounded import bounded_exit
 from lerobot_hydra.results.aggregate import Results
-from lerobot_hydra.rollout.stopping import RunInterrupted, print_status, stop_signals
+from lerobot_hydra.rollout.signals import RunInterrupted, print_status, stop_signals
+from lerobot_hydra.schemas import schema as schemas
 
 if TYPE_CHECKING:
     from lerobot_hydra.run.work import RoundCap
@@ -41,7 +41,7 @@ def run(cfg: DictConfig) -> Results:
 
     from lerobot_hydra.app.evaluation import evaluate_config
     from lerobot_hydra.run.sources import source_for
-    from lerobot_hydra.rundir.job_files import JobFiles
+    from lerobot_hydra.store.job_files import JobFiles
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     with JobFiles(out_dir, cfg, copy.deepcopy(HydraConfig.instance().cfg)) as job_files:
@@ -56,7 +56,7 @@ def run(cfg: DictConfig) -> Results:
 
 def _sweep_round(label: str) -> RoundCap | None:
     """In a sequential sweep (hydra/sweeper=sequential): the round its sweeper wrote into the sweep dir."""
-    from lerobot_hydra.merge.rounds import job_round
+    from lerobot_hydra.sweeps.sequential_state import job_round
 
     hydra_cfg = HydraConfig.get()
     target = str(OmegaConf.select(hydra_cfg, "sweeper._target_", default="") or "")

@@ -25,7 +25,7 @@ from typing import Any
 from lerobot_hydra.app.probing import compose
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.results.sequential import TaskStops
-from lerobot_hydra.rollout.stopping import RunInterrupted
+from lerobot_hydra.rollout.signals import RunInterrupted
 
 
 def run_paired(
@@ -41,11 +41,11 @@ def run_paired(
 ) -> dict[str, Any]:
     """Runs the rounds; returns what OUT/sequential.json holds (rates and differences as fractions)."""
     from lerobot_hydra.app.evaluation import evaluate_config
-    from lerobot_hydra.config.schema import validate
     from lerobot_hydra.run.context import open_run
     from lerobot_hydra.run.execute import conclude
     from lerobot_hydra.run.sources.paired import PairedRounds
     from lerobot_hydra.run.warm import Warm
+    from lerobot_hydra.schemas.schema import validate
 
     sides = {"baseline": [*common, *baseline], "candidate": [*common, *candidate]}
     cfgs = {side: compose(overrides) for side, overrides in sides.items()}

@@ -22,7 +22,7 @@ from lerobot_hydra.results.power import exact_paired_n, exact_unpaired_n, paired
 
 def measured_discordance(a: Path, b: Path) -> tuple[float, int]:
     """The share of discordant pairs between two earlier runs that pair up, and the number of pairs."""
-    from lerobot_hydra.merge.compare import compare_dirs
+    from lerobot_hydra.sweeps.compare import compare_dirs
 
     comparison = compare_dirs(a, b, require_paired=True)
     overall = comparison["overall"]

@@ -1,7 +1,7 @@
 """Composition of eval.py's config tree from its overrides, in one place, with the one-line errors: the Python API,
 the paired comparison, the autotune's probes and the speed benchmarks compose with it (the command line composes
 through `@hydra.main`, app/main.py). `register` puts what composing needs into Hydra and OmegaConf, explicitly:
-the schemas (config/schema.py), our launchers and sweeper (launch/schemas.py), the job-dir resolver (app/cli.py)."""
+the schemas (schemas/schema.py), our launchers and sweeper (launch/schemas.py), the job-dir resolver (app/cli.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ def register() -> None:
     from omegaconf import OmegaConf
 
     from lerobot_hydra.app.cli import job_subdir_resolver
-    from lerobot_hydra.config.schema import register_schemas
     from lerobot_hydra.launch import schemas as launcher_schemas
+    from lerobot_hydra.schemas.schema import register_schemas
 
     register_schemas()
     launcher_schemas.register()

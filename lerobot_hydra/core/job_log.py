@@ -1,5 +1,5 @@
 """Lines meant for the run's job log (`eval.log`) only, such as a simulator's traceback: the console shows the
-one-line warning that goes with them (rundir/job_files.py keeps them off the console while the run has a job log)."""
+one-line warning that goes with them (store/job_files.py keeps them off the console while the run has a job log)."""
 
 from __future__ import annotations
 

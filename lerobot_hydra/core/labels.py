@@ -4,7 +4,7 @@ file names themselves: core/layout.py).
 In a multirun, jobs that differ only in their shard form one combination; its label is the job's other
 overrides. A shard job's directory is `<label dir>/shard_<k>_of_<N>` under the sweep dir, a function of its
 overrides alone, so re-running a shard with the same overrides and `hydra.sweep.dir` resumes it in place; it
-holds `shard_<k>_of_<N>.json` (rundir/shard_file.py) and `episodes.jsonl`.
+holds `shard_<k>_of_<N>.json` (store/shard_file.py) and `episodes.jsonl`.
 """
 
 from __future__ import annotations

@@ -3,34 +3,34 @@
 A run dir (`python eval.py`: outputs/<date>/<time>; a sweep job: <sweep dir>/[<label dir>/]shard_<k>_of_<N> or
 <sweep dir>/<job num>) holds:
 
-    episodes.jsonl            every finished episode, one JSON line each (rundir/store.py)
-    sessions.json             each process that ran in the dir, its versions and seeds (rundir/store.py)
-    .lerobot_hydra.lock       held while a process evaluates in the dir (rundir/lock.py)
-    .hydra/                   config.yaml, hydra.yaml, overrides.yaml, as Hydra writes them (rundir/job_files.py)
+    episodes.jsonl            every finished episode, one JSON line each (store/run_store.py)
+    sessions.json             each process that ran in the dir, its versions and seeds (store/run_store.py)
+    .lerobot_hydra.lock       held while a process evaluates in the dir (store/lock.py)
+    .hydra/                   config.yaml, hydra.yaml, overrides.yaml, as Hydra writes them (store/job_files.py)
     eval.log                  the job log (Hydra's `<hydra.job.name>.log`; conf/config.yaml names the job `eval`)
-    shard_<k>_of_<N>.json     a shard job's results, for the merge (rundir/shard_file.py)
+    shard_<k>_of_<N>.json     a shard job's results, for the merge (store/shard_file.py)
     eval_info.json            the results (results/eval_info.py; a sweep dir's: the merged results)
     results.csv               one row per task and overall (loggers/csv.py, logger=csv)
-    report.html               the report page (outputs/report.py)
-    success_by_task.png       the success plot (outputs/plots.py)
-    steps_to_success.png      the distribution of the steps of successful episodes (outputs/plots.py)
-    videos/<group>_<task id>/episode_<i>.mp4   the first episodes of each task (outputs/video.py)
+    report.html               the report page (publish/report.py)
+    success_by_task.png       the success plot (publish/plots.py)
+    steps_to_success.png      the distribution of the steps of successful episodes (publish/plots.py)
+    videos/<group>_<task id>/episode_<i>.mp4   the first episodes of each task (publish/video.py)
 
 A sweep dir (`-m`: outputs/multirun/<date>/<time>) adds:
 
     multirun.yaml             the sweep's config, as Hydra writes it
     .submitit/<job id>/       submitit's job logs and results (hydra/launcher submitit_*: its submitit_folder)
     eval_info.json, report.html, success_by_task.png   the merged results of a one-combination sweep
-    sweep_summary.json        one row per combination (merge/summary.py)
-    sweep_summary.md, .tex, .csv   its tables for papers and leaderboards (merge/summary_export.py)
+    sweep_summary.json        one row per combination (sweeps/summary.py)
+    sweep_summary.md, .tex, .csv   its tables for papers and leaderboards (sweeps/summary_export.py)
     sweep_results.csv         the same as a table (loggers/csv.py, logger=csv)
-    sweep_heatmap.png, comparison_forest.png           plots of the sweep (outputs/plots.py)
+    sweep_heatmap.png, comparison_forest.png           plots of the sweep (publish/plots.py)
     policy_server/            a sweep's policy server job: server.json (where it listens), job.json, logs/
                               (serving/sweep_job.py)
     [<label dir>/].queue_<fingerprint>_of_<N>/   eval.claims=dynamic: the shards' work queue, beside their dirs:
-                              owners/, claimed/, finished/ (rundir/queue.py)
+                              owners/, claimed/, finished/ (store/queue.py)
 
-Every module names these through here; tests/rundir/test_layout.py checks no other module spells them.
+Every module names these through here; tests/store/test_layout.py checks no other module spells them.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ SERVER_ANNOUNCE_FILE = "server.json"
 SERVER_JOB_FILE = "job.json"
 SERVER_LOG_DIR = "logs"
 
-# eval.claims=dynamic: the work queue beside the shard dirs (rundir/queue.py).
+# eval.claims=dynamic: the work queue beside the shard dirs (store/queue.py).
 QUEUE_OWNERS_DIR = "owners"
 QUEUE_CLAIMS_DIR = "claimed"
 QUEUE_DONE_DIR = "finished"

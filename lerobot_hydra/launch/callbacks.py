@@ -46,7 +46,7 @@ class MergeShards(Callback):
             sys.exit(2)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from lerobot_hydra.merge.baseline import check_baseline
+        from lerobot_hydra.sweeps.baseline import check_baseline
 
         launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
         if launcher.endswith("SlurmLauncher") and shutil.which("sbatch") is None:
@@ -73,8 +73,8 @@ class MergeShards(Callback):
         atexit.register(self._report_unfinished)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from lerobot_hydra.merge.rounds import sweep_baseline
-        from lerobot_hydra.merge.shards import merge_sweep
+        from lerobot_hydra.sweeps.sequential_state import sweep_baseline
+        from lerobot_hydra.sweeps.shards import merge_sweep
 
         atexit.unregister(self._report_unfinished)
         sweep_dir = self._sweep_dir or Path(str(config.hydra.sweep.dir))
@@ -112,9 +112,9 @@ class MergeShards(Callback):
 
     def _report_unfinished(self) -> None:
         """At exit after a failed or interrupted sweep: what the merge would say now, and how to finish."""
-        from lerobot_hydra.merge.rounds import read_state
-        from lerobot_hydra.merge.shards import merge_sweep
-        from lerobot_hydra.rundir.shard_file import find_shard_files
+        from lerobot_hydra.store.shard_file import find_shard_files
+        from lerobot_hydra.sweeps.sequential_state import read_state
+        from lerobot_hydra.sweeps.shards import merge_sweep
 
         sweep_dir = self._sweep_dir
         if sweep_dir is not None and read_state(sweep_dir) is not None:

@@ -26,7 +26,7 @@ from lerobot_hydra.core.errors import UserError, did_you_mean
 from lerobot_hydra.launch.outcomes import SUBMITTED, failed_jobs, say_sacct_warning_once, stopped_waiting
 from lerobot_hydra.launch.shards import shard_sweep_total, with_num_shards
 from lerobot_hydra.launch.slurm_limits import check_partition
-from lerobot_hydra.rundir.job_files import remove_refused
+from lerobot_hydra.store.job_files import remove_refused
 
 log = logging.getLogger(__name__)
 # Executor settings every submitit executor takes unprefixed; the others get the cluster's prefix (slurm_partition).

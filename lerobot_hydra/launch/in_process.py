@@ -17,7 +17,7 @@ from omegaconf import DictConfig, open_dict
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.launch.shards import shard_sweep_total, with_num_shards
-from lerobot_hydra.rundir.job_files import remove_refused
+from lerobot_hydra.store.job_files import remove_refused
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lerobot_hydra.config.schema import SequentialConfig
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.records import TaskKey
 from lerobot_hydra.launch.round_decisions import all_stopped, sweep_outcomes
 from lerobot_hydra.results.sequential import Decision, Outcomes, TaskStops, one_policy_of, successes_before
+from lerobot_hydra.schemas.schema import SequentialConfig
 
 
 @dataclass

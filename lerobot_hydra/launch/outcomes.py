@@ -6,7 +6,7 @@ running unseen, with an error that names a side effect (a traceback, "has not pr
 launchers (launchers.py) therefore keep the jobs they submit, and when one fails they wait for every other to end
 (Ctrl-C stops waiting; they keep running), then raise `SweepJobsFailed`. The state named is the cluster's (SLURM's
 sacct, or squeue without accounting, through submitit's watcher): CANCELLED, PREEMPTED, TIMEOUT, NODE_FAIL,
-OUT_OF_MEMORY, FAILED; a job that stopped on a signal adds its own status line (stopping.py) from its log.
+OUT_OF_MEMORY, FAILED; a job that stopped on a signal adds its own status line (signals.py) from its log.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobot_hydra.core.labels import combination_label
-from lerobot_hydra.rollout.stopping import STATUS_PREFIX
+from lerobot_hydra.rollout.signals import STATUS_PREFIX
 
 log = logging.getLogger("lerobot_hydra")
 # SLURM states of a job that has not ended yet.

@@ -12,10 +12,10 @@ from typing import Any
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.labels import distinguishing_labels, split_label
 from lerobot_hydra.core.records import TaskKey
-from lerobot_hydra.merge.baseline import holds
 from lerobot_hydra.results.sequential import Decision, TaskStops, paired, pairs_before
 from lerobot_hydra.results.table import task_label
-from lerobot_hydra.rundir.shard_file import find_shard_files, load_shard
+from lerobot_hydra.store.shard_file import find_shard_files, load_shard
+from lerobot_hydra.sweeps.baseline import holds
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@
         hydra.sweeper.detect=30 hydra.sweeper.discordance=40 [hydra/launcher=local_shards|slurm_cpu]
 
 The sweep's jobs (the cartesian product of its overrides, as Hydra's basic sweeper makes it) are launched once per
-round. Before a round the sweeper writes `sequential_state.json` into the sweep dir (merge/rounds.py: the round's
-end, the tasks stopped so far); each job runs only its tasks' episodes before that end, none past a stop
+round. Before a round the sweeper writes `sequential_state.json` into the sweep dir (sweeps/sequential_state.py:
+the round's end, the tasks stopped so far); each job runs only its tasks' episodes before that end, none past a stop
 (app/main.py). After the round it reads the shard files and judges each candidate combination against its baseline
 combination, task by task (round_decisions.py), or without a baseline each combination's tasks on the episodes of
 all its shards as one process would (one_policy_rounds.py); a combination whose every task stopped is not launched
@@ -31,15 +31,15 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from lerobot_hydra.config.schema import SequentialConfig
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.labels import combination_label
 from lerobot_hydra.core.layout import MULTIRUN_FILE
 from lerobot_hydra.launch.one_policy_rounds import OnePolicyDecisions
 from lerobot_hydra.launch.round_decisions import PairedDecisions, Settings, pair_combinations
 from lerobot_hydra.launch.shards import shard_sweep_total, with_num_shards
-from lerobot_hydra.merge.rounds import write_state
 from lerobot_hydra.results.sequential import round_ends, rounds
+from lerobot_hydra.schemas.schema import SequentialConfig
+from lerobot_hydra.sweeps.sequential_state import write_state
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -128,7 +128,7 @@ class SequentialSweep(Sweeper):
     def _sizes(self, jobs: list[list[str]], labels: list[str]) -> tuple[int, int, dict[str, SequentialConfig]]:
         """(eval.n_episodes, eval.sequential.round), which every combination must share, and each one's
         eval.sequential (one-policy stopping: without hydra.sweeper.baseline)."""
-        from lerobot_hydra.config.schema import validate
+        from lerobot_hydra.schemas.schema import validate
 
         assert self.config is not None and self.hydra_context is not None
         seen, one = set(), {}

@@ -101,7 +101,7 @@ def build_loggers(node: Any) -> list[ExperimentLogger]:
         return []
     from omegaconf import DictConfig, OmegaConf
 
-    from lerobot_hydra.config.schema import instantiate_node, validate_node
+    from lerobot_hydra.schemas.schema import instantiate_node, validate_node
 
     if not isinstance(node, DictConfig):
         node = OmegaConf.create(dict(node))

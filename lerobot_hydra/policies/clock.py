@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobot_hydra.config.clock import AGGREGATE_WEIGHTS, ClockConfig
+from lerobot_hydra.schemas.clock import AGGREGATE_WEIGHTS, ClockConfig
 
 
 @dataclass(frozen=True)

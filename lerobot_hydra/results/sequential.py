@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from lerobot_hydra.core.records import TaskKey
 
 if TYPE_CHECKING:
-    from lerobot_hydra.config.schema import SequentialConfig
+    from lerobot_hydra.schemas.schema import SequentialConfig
 
 PRIOR = 0.5  # the mixture's Beta(1/2, 1/2)
 CONTINUE = "continue"

@@ -9,14 +9,14 @@ from typing import cast
 
 from omegaconf import DictConfig, OmegaConf
 
-from lerobot_hydra.config.clock import ClockConfig
-from lerobot_hydra.config.schema import instantiate_node
-from lerobot_hydra.config.validation import require_tasks
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.gl import configure_mujoco_gl
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec, unique_tasks
 from lerobot_hydra.policies.base import Policy, PolicyConfig, RunsOnClock, runs_on_clock
 from lerobot_hydra.processors.pipeline import Pipeline
+from lerobot_hydra.schemas.clock import ClockConfig
+from lerobot_hydra.schemas.schema import instantiate_node
+from lerobot_hydra.schemas.validation import require_tasks
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""What the runner needs of whatever films episodes (outputs/video.py's `VideoRecorder` provides it)."""
+"""What the runner needs of whatever films episodes (publish/video.py's `VideoRecorder` provides it)."""
 
 from __future__ import annotations
 

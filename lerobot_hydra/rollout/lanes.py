@@ -2,7 +2,7 @@
 lane's tasks).
 
 The lanes share one stop event, checked before every step: when a lane fails, or the main thread is interrupted
-(Ctrl-C, SLURM's SIGTERM; see stopping.py), every other lane stops at its next step instead of running its tasks
+(Ctrl-C, SLURM's SIGTERM; see signals.py), every other lane stops at its next step instead of running its tasks
 to the end, and the first error is the one raised. What finished is already recorded.
 
 A run's workers are closed at its end, unless its caller hands it the pools (`make_pools`: a run context's

@@ -103,7 +103,7 @@ def claim_blocks(task_keys: Sequence[TaskKey], n_episodes: int, num_shards: int)
 
 
 def claim_regions(work: Sequence[TaskBlock], num_shards: int) -> list[list[TaskBlock]]:
-    """The blocks a dynamic sweep's shards claim (rundir/queue.py), per shard region: region k is the k-th
+    """The blocks a dynamic sweep's shards claim (store/queue.py), per shard region: region k is the k-th
     contiguous part of `work` (`split_blocks`), cut into blocks that never cross a task and shrink towards the
     region's end (1 / (4 N) of what remains of the region, at least one episode). A shard works through its own
     region from the front; a shard that ran out takes blocks from the back of the others, so the last blocks claimed

@@ -1,4 +1,4 @@
-"""What the runner needs of whatever records every step of the episodes (outputs/recording.py's `DatasetRecorder`
+"""What the runner needs of whatever records every step of the episodes (publish/recording.py's `DatasetRecorder`
 provides it): each episode's steps, handed over when its record is, written once the run store accepts the record.
 
 The recorder in use is process-wide (`using_recorder`), like the worker-fault settings: the lanes' threads see it.

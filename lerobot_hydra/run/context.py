@@ -18,12 +18,11 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from lerobot_hydra.config.schema import EvalConfig
 from lerobot_hydra.core.records import EpisodeKey, EpisodeRecord
 from lerobot_hydra.loggers.base import ExperimentLogger, RunMeta
-from lerobot_hydra.outputs.recording import DatasetRecorder, recording
-from lerobot_hydra.outputs.video import VideoRecorder
 from lerobot_hydra.policies.base import Policy
+from lerobot_hydra.publish.recording import DatasetRecorder, recording
+from lerobot_hydra.publish.video import VideoRecorder
 from lerobot_hydra.results.aggregate import Results
 from lerobot_hydra.rollout.build import RunParts
 from lerobot_hydra.rollout.health import Health
@@ -32,12 +31,13 @@ from lerobot_hydra.rollout.plan import TaskBlock, TaskWork
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.provenance import collect as collect_provenance
 from lerobot_hydra.rollout.runner import OnRecord
-from lerobot_hydra.rollout.stopping import RunInterrupted
+from lerobot_hydra.rollout.signals import RunInterrupted
 from lerobot_hydra.run.identity import run_identity
 from lerobot_hydra.run.pools import KeptPools
 from lerobot_hydra.run.sink import DirSink, MemorySink, Publication, RecordSink
 from lerobot_hydra.run.warm import Warm
 from lerobot_hydra.run.work import planned_for
+from lerobot_hydra.schemas.schema import EvalConfig
 from lerobot_hydra.vector.faults import WorkerFaults, using_worker_faults
 
 log = logging.getLogger("lerobot_hydra")

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from lerobot_hydra.core.records import TaskKey
 from lerobot_hydra.results.aggregate import Results, aggregate
-from lerobot_hydra.rollout.stopping import RunInterrupted
+from lerobot_hydra.rollout.signals import RunInterrupted
 from lerobot_hydra.run.context import RunContext
 from lerobot_hydra.run.sink import RecordSink
 from lerobot_hydra.run.work import Batch

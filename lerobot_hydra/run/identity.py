@@ -1,5 +1,5 @@
 """What must agree between a run and its resume, and between the shards of one configuration: its fingerprint's
-content (rundir/shard_file.py hashes it)."""
+content (store/shard_file.py hashes it)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from lerobot_hydra.config.schema import EvalConfig, resolve_target
+from lerobot_hydra.schemas.schema import EvalConfig, resolve_target
 
 # Settings that never change an episode's outcome; left out of the fingerprint so that a shard can be
 # resumed with another batch size or on another machine.

@@ -1,4 +1,4 @@
-"""Where a run's records go: its run dir's store (`DirSink`, over rundir/store.py: episodes.jsonl, the shard file),
+"""Where a run's records go: its run dir's store (`DirSink`, over store/run_store.py: episodes.jsonl, the shard file),
 or, for the Python API without a run dir, memory (`MemorySink`). The run context and the sources of work read and
 write either through `RecordSink`, and each publishes its own results (`Publication`)."""
 
@@ -18,11 +18,11 @@ from lerobot_hydra.core.records import EpisodeKey, EpisodeRecord, TaskKey, sort_
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.loggers.base import ExperimentLogger, RunMeta
 from lerobot_hydra.loggers.run_meta import shard_run, single_run
-from lerobot_hydra.outputs.publish import publish, publish_shard
+from lerobot_hydra.publish.publish import publish, publish_shard
 from lerobot_hydra.results.aggregate import Results
 from lerobot_hydra.rollout.plan import TaskBlock
-from lerobot_hydra.rollout.stopping import RunInterrupted
-from lerobot_hydra.rundir.store import RunStore
+from lerobot_hydra.rollout.signals import RunInterrupted
+from lerobot_hydra.store.run_store import RunStore
 
 
 @dataclass(frozen=True)

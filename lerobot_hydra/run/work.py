@@ -7,8 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lerobot_hydra.config.schema import EvalConfig
-from lerobot_hydra.config.validation import check_shards_have_work
 from lerobot_hydra.core.records import EpisodeKey, TaskKey
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.results.sequential import Outcomes
@@ -17,6 +15,8 @@ from lerobot_hydra.rollout.plan import TaskBlock, TaskWork, shard_plan
 from lerobot_hydra.rollout.runner import OnRecord
 from lerobot_hydra.run.identity import dynamic_claims
 from lerobot_hydra.run.sink import RecordSink
+from lerobot_hydra.schemas.schema import EvalConfig
+from lerobot_hydra.schemas.validation import check_shards_have_work
 
 
 @dataclass(frozen=True)

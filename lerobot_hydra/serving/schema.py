@@ -78,7 +78,7 @@ def validate_serve(cfg: DictConfig) -> ServeConfig:
             raise UserError(f"serve.{name} must be at least 1, got {getattr(serve, name)}")
     if serve.max_message_mb is not None and serve.max_message_mb <= 0:
         raise UserError(f"serve.max_message_mb must be positive (or null: derived), got {serve.max_message_mb}")
-    from lerobot_hydra.config.schema import validate_policy_and_env
+    from lerobot_hydra.schemas.schema import validate_policy_and_env
 
     policy_cls = validate_policy_and_env(cfg)
     if getattr(policy_cls, "__name__", "") == "RemotePolicyConfig":

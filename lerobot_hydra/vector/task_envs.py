@@ -38,7 +38,7 @@ def render_threads_per_worker(n_workers: int) -> int | None:
     """CPU rendering threads for each of `n_workers` workers; None when the user set LP_NUM_THREADS."""
     if "LP_NUM_THREADS" in os.environ:
         return None
-    from lerobot_hydra.config.schema import available_cpus
+    from lerobot_hydra.schemas.schema import available_cpus
 
     return max(1, available_cpus() // n_workers)
 

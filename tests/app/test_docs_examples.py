@@ -187,7 +187,7 @@ def test_sequential_the_gate_reads_the_race_backwards_as_a_regression(race: tupl
     out, _ = race
     block = block_after(DOCS / "sequential.md", "$ lerobot-hydra-compare runs/race/candidate runs/race/baseline")
     argv = block[0].split()[2:]
-    proc = run_module("lerobot_hydra.merge.compare", *[a.replace("runs/race", str(out)) for a in argv])
+    proc = run_module("lerobot_hydra.sweeps.compare", *[a.replace("runs/race", str(out)) for a in argv])
     assert block[-2:] == ["$ echo $?", "1"] and proc.returncode == 1, proc.stderr
     shown = [line.replace("runs/race", str(out)) for line in block[1:-2]]
     assert proc.stdout.splitlines() + proc.stderr.splitlines() == shown

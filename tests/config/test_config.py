@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from lerobot_hydra.config.schema import validate
 from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.schemas.schema import validate
 from tests.conftest import CONF, run_eval, run_here
 
 GROUPS = ["env", "policy", "eval", "logger"]

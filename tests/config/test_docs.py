@@ -121,8 +121,8 @@ def _check_composes(config_name: str, overrides: list[str]) -> None:
 
     import lerobot_hydra.app.main  # noqa: F401  registers the schemas and resolvers
     import lerobot_hydra.serving.schema  # noqa: F401  registers the server's schema
-    from lerobot_hydra.config.schema import resolve_target, validate_node
-    from lerobot_hydra.config.validation import check_policy_fits_env
+    from lerobot_hydra.schemas.schema import resolve_target, validate_node
+    from lerobot_hydra.schemas.validation import check_policy_fits_env
 
     GlobalHydra.instance().clear()
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lerobot_hydra.config.schema import EvalConfig
+from lerobot_hydra.schemas.schema import EvalConfig
 from tests.conftest import ROOT
 
 PACKAGE = ROOT / "lerobot_hydra"

@@ -12,7 +12,7 @@ PACKAGE = ROOT / "lerobot_hydra"
 # A package may import its own layer and those below it.
 LAYERS = {
     "core": 0,
-    "config": 1,
+    "schemas": 1,
     "envs": 2,
     "vector": 2,
     "policies": 2,
@@ -20,10 +20,10 @@ LAYERS = {
     "rollout": 3,
     "results": 4,
     "loggers": 5,
-    "outputs": 6,
-    "rundir": 7,
+    "publish": 6,
+    "store": 7,
     "run": 8,
-    "merge": 9,
+    "sweeps": 9,
     "launch": 10,
     "serving": 11,
     "app": 12,

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from lerobot_hydra.app.evaluation import evaluate_config
-from lerobot_hydra.config.schema import instantiate_node, validate
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.gym import GymEnvConfig
 from lerobot_hydra.results.aggregate import aggregate
 from lerobot_hydra.results.eval_info import to_eval_info
 from lerobot_hydra.results.table import format_table
+from lerobot_hydra.schemas.schema import instantiate_node, validate
 from tests.conftest import read_json, run_eval, run_here
 
 DEFAULT_POLICY_LINE = "policy=metaworld_expert (the default policy) works only with env=metaworld"

@@ -176,8 +176,8 @@ def test_unknown_suite_lists_the_valid_ones() -> None:
 
 @pytest.mark.parametrize("obs_type", ["pixels_agent_pos", "pixels"])
 def test_yaml_pipeline_names_cameras_from_one_override(compose: Any, obs_type: str) -> None:
-    from lerobot_hydra.config.schema import instantiate_node
     from lerobot_hydra.envs.base import TaskSpec
+    from lerobot_hydra.schemas.schema import instantiate_node
 
     cfg = compose(
         "env=libero",

@@ -100,7 +100,7 @@ def test_a_sweep_on_a_pro_suite_compares_its_arms_paired_per_suite(tmp_path: Pat
     assert comparison["paired"], comparison.get("unpaired_reason")
     runs = sorted((sweep / row["eval_info"]).parent for row in summary["combinations"])
     proc = subprocess.run(
-        [sys.executable, "-m", "lerobot_hydra.merge.compare", "--paired", *map(str, runs)],
+        [sys.executable, "-m", "lerobot_hydra.sweeps.compare", "--paired", *map(str, runs)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from lerobot_hydra.app.evaluation import evaluate_config
-from lerobot_hydra.config.schema import instantiate_node, validate
 from lerobot_hydra.envs.base import EnvConfig
+from lerobot_hydra.schemas.schema import instantiate_node, validate
 from tests.conftest import outcome, read_episodes
 from tests.helpers.metaworld_frames import count_frames
 

@@ -60,9 +60,9 @@ def test_no_latency_and_threshold_0_is_lockstep(
 def test_a_checkpoint_that_cannot_run_in_real_time_is_refused_in_one_line(
     compose: Callable, policies: dict[str, list[str]], overrides: list[str], says: str
 ) -> None:
-    from lerobot_hydra.config.schema import validate
     from lerobot_hydra.core.errors import UserError
     from lerobot_hydra.rollout.build import build_run
+    from lerobot_hydra.schemas.schema import validate
 
     cfg = compose(*policies["act"], *TASK, *overrides, *LATENCY)
     validate(cfg)

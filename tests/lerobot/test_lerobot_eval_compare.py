@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from devkit.lerobot_checkpoints import METAWORLD_ACTION, tiny_act
-from lerobot_hydra.merge.compare import compare_dirs
-from lerobot_hydra.merge.compare import main as compare_main
 from lerobot_hydra.policies.lerobot.versions import lerobot_version
+from lerobot_hydra.sweeps.compare import compare_dirs
+from lerobot_hydra.sweeps.compare import main as compare_main
 from tests.conftest import run_eval
 from tests.helpers.lerobot_cli import run_lerobot_eval
 

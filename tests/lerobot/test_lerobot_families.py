@@ -87,7 +87,7 @@ def test_a_family_without_a_yaml_loads_through_lerobots_factory_and_acts(
 
 @pytest.mark.parametrize("name", ["pi0_fast", "xvla"])
 def test_new_family_yamls_compose_to_the_loader_with_their_hub_checkpoint(compose: Callable, name: str) -> None:
-    from lerobot_hydra.config.schema import instantiate_node, validate
+    from lerobot_hydra.schemas.schema import instantiate_node, validate
 
     cfg = compose(f"policy={name}", "device=cpu")
     validate(cfg)

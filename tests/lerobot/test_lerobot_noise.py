@@ -22,7 +22,7 @@ from devkit.lerobot_checkpoints import (
     tiny_smolvla,
 )
 from lerobot_hydra.app.evaluation import evaluate_config
-from lerobot_hydra.config.schema import instantiate_node
+from lerobot_hydra.schemas.schema import instantiate_node
 from tests.conftest import outcome, read_episodes
 from tests.helpers.tiny_eo1 import tiny_eo1_config
 from tests.helpers.tiny_evo1 import tiny_evo1_config
@@ -112,7 +112,7 @@ def policies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, lis
 
 def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[tuple]:
     """eval.py's run, in this process: plan, shard, resume from out_dir's records, evaluate, write."""
-    from lerobot_hydra.config.schema import validate
+    from lerobot_hydra.schemas.schema import validate
 
     cfg = compose(*overrides, "device=cpu", "eval.max_episodes_rendered=0")
     evaluate_config(cfg, validate(cfg), out_dir, "")

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from devkit.lerobot_checkpoints import PUSHT_ACTION, PUSHT_PIXELS, tiny_act, tiny_diffusion, tiny_smolvla
-from lerobot_hydra.config.schema import instantiate_node
 from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.schemas.schema import instantiate_node
 from tests.conftest import outcome, read_episodes, run_eval, run_here
 from tests.helpers.lerobot_cli import run_lerobot_eval
 
@@ -65,7 +65,7 @@ def assert_every_episode_recorded(run_dir: Path, tasks: list[str], episodes: int
 
 @pytest.mark.parametrize("name", ["smolvla", "pi0", "pi05", "act", "diffusion"])
 def test_policy_yamls_compose_to_the_loader_with_the_top_level_device(compose: Callable, name: str) -> None:
-    from lerobot_hydra.config.schema import validate
+    from lerobot_hydra.schemas.schema import validate
 
     cfg = compose(f"policy={name}", "device=cpu")
     validate(cfg)

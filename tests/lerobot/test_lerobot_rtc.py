@@ -182,8 +182,8 @@ def test_rtc_rows_refill_and_keep_their_episodes_across_batches_and_shards(
 
 
 def test_policy_rtc_reaches_the_runtime_from_the_config_tree(smolvla: Path, compose: Any) -> None:
-    from lerobot_hydra.config.schema import instantiate_node
     from lerobot_hydra.policies.lerobot.rtc import SimulatedLatency
+    from lerobot_hydra.schemas.schema import instantiate_node
 
     cfg = compose(
         "policy=smolvla", f"policy.path={smolvla}", "device=cpu", "policy.rtc={inference_delay: 2, queue_threshold: 4}"

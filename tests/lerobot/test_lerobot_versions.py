@@ -78,7 +78,7 @@ def test_relative_actions_of_06_load_on_either_line_only_when_switched_off() -> 
 
 
 def test_policy_revision_is_lerobots_pretrained_revision(compose: Callable, tmp_path: Path) -> None:
-    from lerobot_hydra.config.schema import instantiate_node
+    from lerobot_hydra.schemas.schema import instantiate_node
 
     directory = tiny_act(tmp_path / "act")
     cfg = compose("policy=act", f"policy.path={directory}", "policy.revision=v1.0", "device=cpu")

@@ -76,8 +76,8 @@ def test_the_logger_mapping_builds_every_sink_and_names_a_bad_one_by_its_key(com
 
 
 def test_a_sweeps_summary_reaches_the_csv_sink(tmp_path: Path) -> None:
-    from lerobot_hydra.merge.summary import sweep_summary
-    from lerobot_hydra.outputs.publish import publish_sweep
+    from lerobot_hydra.publish.publish import publish_sweep
+    from lerobot_hydra.sweeps.summary import sweep_summary
     from tests.results.test_stats import entry
 
     entries = [

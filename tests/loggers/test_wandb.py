@@ -15,8 +15,8 @@ from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.loggers.run_meta import dir_name, merged_run
 from lerobot_hydra.loggers.wandb import WandbLoggerConfig
-from lerobot_hydra.outputs.publish import publish_merged
-from lerobot_hydra.outputs.video import VideoRecorder, rebase_video_paths
+from lerobot_hydra.publish.publish import publish_merged
+from lerobot_hydra.publish.video import VideoRecorder, rebase_video_paths
 from lerobot_hydra.results.aggregate import aggregate
 from tests.conftest import ROOT, read_json, run_eval
 from tests.helpers.wandb_records import wandb_records
@@ -133,7 +133,7 @@ def test_shards_and_their_merge_share_the_sweep_group_and_a_rerun_merge_adds_no_
 
     # Merging again (by hand) writes the same merged run anew: still one offline copy, with the same id, and none
     # of the earlier copy left in it (a file put there is gone; its dir is named to the second, so it may recur).
-    from lerobot_hydra.merge.shards import main as merge_main
+    from lerobot_hydra.sweeps.shards import main as merge_main
 
     (merged["dir"] / "files" / "left-by-the-first-merge").write_text("")
     assert merge_main([str(sweep)]) == 0

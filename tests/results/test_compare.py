@@ -12,11 +12,11 @@ import pytest
 from scipy.stats import binomtest, fisher_exact
 
 from lerobot_hydra.core.labels import split_label
-from lerobot_hydra.merge.compare import compare_dirs
-from lerobot_hydra.merge.compare import main as compare_main
-from lerobot_hydra.merge.shards import main as merge_main
-from lerobot_hydra.merge.shards import merge_sweep
 from lerobot_hydra.results.stats import wilson_interval
+from lerobot_hydra.sweeps.compare import compare_dirs
+from lerobot_hydra.sweeps.compare import main as compare_main
+from lerobot_hydra.sweeps.shards import main as merge_main
+from lerobot_hydra.sweeps.shards import merge_sweep
 from tests.conftest import ROOT, evaluate_here, read_episodes, read_json, run_eval
 from tests.helpers.browser import dump_dom
 
@@ -157,7 +157,7 @@ def test_compare_cli_refuses_to_pair_other_seeds_and_compares_them_unpaired(
         [
             sys.executable,
             "-m",
-            "lerobot_hydra.merge.compare",
+            "lerobot_hydra.sweeps.compare",
             str(runs["expert"]),
             str(runs["expert_2000"]),
             "--paired",
@@ -220,8 +220,8 @@ def test_seeds_merge_into_per_seed_rates_their_spread_and_a_pooled_rate(tmp_path
 def test_the_sweeps_wandb_run_logs_the_comparisons_and_the_multi_seed_pools(tmp_path: Path) -> None:
     import wandb
 
-    from lerobot_hydra.merge.summary import sweep_summary
-    from lerobot_hydra.outputs.publish import publish_sweep
+    from lerobot_hydra.publish.publish import publish_sweep
+    from lerobot_hydra.sweeps.summary import sweep_summary
     from tests.loggers.test_wandb import logged, offline_runs
     from tests.results.test_stats import entry
 
@@ -283,7 +283,7 @@ def test_a_baseline_must_pick_one_configuration_of_the_swept_values(
     spec: str, sweep: dict[str, list[str]], refusal: str
 ) -> None:
     from lerobot_hydra.core.errors import UserError
-    from lerobot_hydra.merge.baseline import check_baseline
+    from lerobot_hydra.sweeps.baseline import check_baseline
 
     with pytest.raises(UserError, match="^hydra.callbacks.merge_shards.baseline=") as err:
         check_baseline(spec, sweep)
@@ -292,7 +292,7 @@ def test_a_baseline_must_pick_one_configuration_of_the_swept_values(
 
 
 def test_a_baseline_in_a_policy_by_seed_sweep_is_a_policy() -> None:
-    from lerobot_hydra.merge.baseline import check_baseline
+    from lerobot_hydra.sweeps.baseline import check_baseline
 
     sweep = {"policy": ["a", "random"], "seed": ["1000", "2000"], "eval.shard_id": ["0", "1"], "env.task": ["[x]"]}
     check_baseline("policy=random", sweep)

@@ -13,9 +13,10 @@ from lerobot_hydra.results.aggregate import aggregate
 from lerobot_hydra.results.eval_info import from_eval_info, to_eval_info
 from lerobot_hydra.results.pairing import ResultSet, compare
 from lerobot_hydra.results.pairing_text import describe
+from lerobot_hydra.results.sequential import pairs_before, successes_before
 from lerobot_hydra.results.table import format_table
 from lerobot_hydra.run.sink import MemorySink
-from lerobot_hydra.run.work import outcome_pairs, outcomes
+from lerobot_hydra.run.work import outcomes_of
 
 
 def record(task_id: int, k: int, success: bool, error: str | None = None) -> EpisodeRecord:
@@ -66,8 +67,11 @@ def test_sequential_stopping_judges_only_evaluated_episodes() -> None:
     for k, (a, b) in enumerate([(True, None), (False, True), (None, None), (True, False)]):
         base.add(record(0, k, bool(a), None if a is not None else "E: x"))
         cand.add(record(0, k, bool(b), None if b is not None else "E: y"))
-    assert outcomes(base, ("g", 0), 4) == [True, False, True]
-    assert outcome_pairs(base, cand, ("g", 0), 4) == ([(False, True), (True, False)], 2)
+    assert successes_before(outcomes_of(base, ("g", 0)), 4) == [True, False, True]
+    assert pairs_before(outcomes_of(base, ("g", 0)), outcomes_of(cand, ("g", 0)), 4) == (
+        [(False, True), (True, False)],
+        2,
+    )
 
 
 def test_an_error_episode_is_not_done_and_its_reruns_record_replaces_it() -> None:

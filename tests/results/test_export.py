@@ -15,12 +15,12 @@ from scipy.stats import binomtest
 from statsmodels.stats.multitest import multipletests
 
 from lerobot_hydra.core.records import EpisodeRecord
-from lerobot_hydra.merge.compare import main as compare_main
-from lerobot_hydra.merge.summary import SweepEntry, sweep_summary
-from lerobot_hydra.merge.summary_export import write_exports
 from lerobot_hydra.results.aggregate import aggregate
 from lerobot_hydra.results.eval_info import to_eval_info
 from lerobot_hydra.results.export import Table, escape, latex
+from lerobot_hydra.sweeps.compare import main as compare_main
+from lerobot_hydra.sweeps.summary import SweepEntry, sweep_summary
+from lerobot_hydra.sweeps.summary_export import write_exports
 
 N = 20
 

@@ -10,8 +10,8 @@ import numpy as np
 from lerobot_hydra.core.labels import split_label
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.metaworld import task_catalog
-from lerobot_hydra.outputs.plots import distinct_labels, success_by_task, sweep_heatmap
-from lerobot_hydra.outputs.publish import publish, publish_sweep
+from lerobot_hydra.publish.plots import distinct_labels, success_by_task, sweep_heatmap
+from lerobot_hydra.publish.publish import publish, publish_sweep
 from lerobot_hydra.results.aggregate import Results, aggregate
 
 

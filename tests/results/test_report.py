@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from lerobot_hydra.outputs.report import run_report
+from lerobot_hydra.publish.report import run_report
 from lerobot_hydra.results.aggregate import aggregate
 from tests.conftest import evaluate_here
 from tests.helpers.browser import dump_dom, screenshot
@@ -76,7 +76,7 @@ window.addEventListener("load", () => {
 
 def test_an_mt50_sized_report_shows_its_plots_before_its_long_table(tmp_path: Path) -> None:
     from lerobot_hydra.core.records import EpisodeRecord
-    from lerobot_hydra.outputs.publish import publish
+    from lerobot_hydra.publish.publish import publish
 
     records = [
         EpisodeRecord("mt50", t, f"task-{t}-v3", "", k, 1000 + k, (t + k) % 3 != 0, 0.0, 0.0, 40 + 3 * t + k, 0.1)

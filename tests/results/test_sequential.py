@@ -111,8 +111,8 @@ def test_a_paired_decision_reads_only_the_episodes_before_the_round_end(end: int
     ],
 )
 def test_sequential_settings_are_checked_before_anything_runs(compose, overrides: list[str], message: str) -> None:
-    from lerobot_hydra.config.schema import validate
     from lerobot_hydra.core.errors import UserError
+    from lerobot_hydra.schemas.schema import validate
 
     with pytest.raises(UserError, match=message):
         validate(compose(*overrides))

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from lerobot_hydra.merge.compare import compare_dirs
-from lerobot_hydra.merge.compare import main as compare_main
+from lerobot_hydra.sweeps.compare import compare_dirs
+from lerobot_hydra.sweeps.compare import main as compare_main
 from tests.conftest import ROOT, read_episodes, read_json, run_eval
-from tests.rundir.test_store import kill_group, start_eval, wait_for
+from tests.store.test_store import kill_group, start_eval, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,6 @@ from scipy.stats import binomtest, fisher_exact
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.records import EpisodeRecord
-from lerobot_hydra.merge.summary import SweepEntry, group_arms, pick_baseline
 from lerobot_hydra.results.aggregate import aggregate
 from lerobot_hydra.results.eval_info import to_eval_info
 from lerobot_hydra.results.pairing import ResultSet, compare, pairing_problem
@@ -24,6 +23,7 @@ from lerobot_hydra.results.stats import (
     unpaired_difference,
     wilson_interval,
 )
+from lerobot_hydra.sweeps.summary import SweepEntry, group_arms, pick_baseline
 
 
 def rec(task: str, k: int, success: bool, seed: int | None = None, init: int | None = None) -> EpisodeRecord:

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from lerobot_hydra.core.records import EpisodeRecord
-from lerobot_hydra.merge.compare import compare_dirs
-from lerobot_hydra.merge.compare import main as compare_main
 from lerobot_hydra.results.aggregate import aggregate
 from lerobot_hydra.results.eval_info import to_eval_info
 from lerobot_hydra.results.pairing import ResultSet, compare
 from lerobot_hydra.results.verdicts import HELD, IMPROVED, REGRESSED, UNDERPOWERED, holm
+from lerobot_hydra.sweeps.compare import compare_dirs
+from lerobot_hydra.sweeps.compare import main as compare_main
 
 
 def rec(group: str, task_id: int, k: int, success: bool) -> EpisodeRecord:

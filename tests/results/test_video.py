@@ -14,16 +14,16 @@ import pytest
 
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
-from lerobot_hydra.outputs.video import (
+from lerobot_hydra.policies.random import RandomPolicy
+from lerobot_hydra.processors.observation import LeRobotLayout, MapObservationKeys, ToNumpyAction
+from lerobot_hydra.processors.pipeline import Pipeline
+from lerobot_hydra.publish.video import (
     VideoRecorder,
     as_rgb_frame,
     rebase_video_paths,
     video_path,
     without_missing_videos,
 )
-from lerobot_hydra.policies.random import RandomPolicy
-from lerobot_hydra.processors.observation import LeRobotLayout, MapObservationKeys, ToNumpyAction
-from lerobot_hydra.processors.pipeline import Pipeline
 from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.runner import TaskWork

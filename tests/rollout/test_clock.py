@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from lerobot_hydra.config.clock import AGGREGATE_WEIGHTS, ClockConfig
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.policies.clock import Clock, TimedRow
+from lerobot_hydra.schemas.clock import AGGREGATE_WEIGHTS, ClockConfig
 
 pytest.importorskip("lerobot")
 
@@ -142,7 +142,7 @@ def test_modeled_latency_draws_depend_on_the_episode_and_task_only() -> None:
     ],
 )
 def test_bad_clock_settings_are_one_line(compose: Callable, overrides: list[str], says: str) -> None:
-    from lerobot_hydra.config.schema import validate
+    from lerobot_hydra.schemas.schema import validate
 
     with pytest.raises(UserError, match=None) as err:
         validate(compose("policy=metaworld_expert", "policy.chunk=4", *overrides))
@@ -150,8 +150,8 @@ def test_bad_clock_settings_are_one_line(compose: Callable, overrides: list[str]
 
 
 def test_latency_with_a_policy_that_is_not_chunked_says_what_to_use(compose: Callable) -> None:
-    from lerobot_hydra.config.schema import validate
     from lerobot_hydra.rollout.build import build_run
+    from lerobot_hydra.schemas.schema import validate
 
     cfg = compose("policy=metaworld_expert", "eval.clock.mode=modeled", "eval.clock.latency_ms=50")
     validate(cfg)

@@ -21,7 +21,7 @@ TIMING = ("inferences", "latency_steps", "latency_ms", "held_steps")
 
 def run_in(compose: Callable, out_dir: Path, *overrides: str) -> list[dict[str, Any]]:
     """eval.py's run, in this process (resuming from out_dir's records); its records by episode."""
-    from lerobot_hydra.config.schema import validate
+    from lerobot_hydra.schemas.schema import validate
 
     cfg = compose(*overrides, "device=cpu", "eval.max_episodes_rendered=0")
     evaluate_config(cfg, validate(cfg), out_dir, "")
@@ -67,7 +67,7 @@ def test_modeled_latency_does_not_depend_on_batch_workers_lanes_shards_or_resume
 
 
 def test_results_carry_inference_latency_percentiles(compose: Callable, tmp_path: Path) -> None:
-    from lerobot_hydra.config.schema import validate
+    from lerobot_hydra.schemas.schema import validate
 
     cfg = compose(*EXPERT, *JITTER, "eval.n_episodes=2", "eval.batch_size=1", "eval.max_episodes_rendered=0")
     results = evaluate_config(cfg, validate(cfg), tmp_path, "")
@@ -88,9 +88,9 @@ def test_measured_latency_charges_each_inference_its_wall_time(compose: Callable
 
 
 def test_each_latency_of_a_sweep_is_its_own_configuration(compose: Callable) -> None:
-    from lerobot_hydra.config.schema import validate
     from lerobot_hydra.run.identity import run_identity
-    from lerobot_hydra.rundir.shard_file import fingerprint
+    from lerobot_hydra.schemas.schema import validate
+    from lerobot_hydra.store.shard_file import fingerprint
 
     def printed(*overrides: str) -> str:
         cfg = compose(*EXPERT, *overrides)

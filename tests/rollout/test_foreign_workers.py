@@ -144,7 +144,7 @@ def test_a_shard_or_a_resume_under_another_simulator_is_refused(tmp_path: Path) 
     link.symlink_to(Path(metaworld_python("3.5.0")).parents[1])
     run_eval(*shard, "eval.shard_id=1", out_dir=tmp_path / "sweep" / "s1")
     merge = subprocess.run(
-        [sys.executable, "-m", "lerobot_hydra.merge.shards", str(tmp_path / "sweep")], capture_output=True, text=True
+        [sys.executable, "-m", "lerobot_hydra.sweeps.shards", str(tmp_path / "sweep")], capture_output=True, text=True
     )
     assert merge.returncode != 0 and "differ in: simulator.packages.mujoco" in merge.stderr, merge.stderr
     resumed = run_eval(*shard, "eval.shard_id=0", out_dir=tmp_path / "sweep" / "s0", check=False)

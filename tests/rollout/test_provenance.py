@@ -20,15 +20,15 @@ import pytest
 from omegaconf import OmegaConf
 
 from lerobot_hydra.app.evaluation import evaluate_config
-from lerobot_hydra.config.schema import instantiate_node, validate
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.records import EpisodeRecord, read_jsonl
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.launch.callbacks import MergeShards
-from lerobot_hydra.merge.shards import merge_sweep
 from lerobot_hydra.results.eval_info import to_eval_info
 from lerobot_hydra.rollout.plan import TaskBlock, shard_plan
-from lerobot_hydra.rundir.store import RunStore
+from lerobot_hydra.schemas.schema import instantiate_node, validate
+from lerobot_hydra.store.run_store import RunStore
+from lerobot_hydra.sweeps.shards import merge_sweep
 from tests.conftest import ROOT, read_json, run_eval
 from tests.loggers.test_wandb import offline_runs
 
@@ -248,7 +248,7 @@ def test_every_result_records_its_provenance_and_the_merge_checks_versions(tmp_p
     shards[1].write_text(json.dumps(doctored))
     (sweep / "eval_info.json").unlink()
     proc = subprocess.run(
-        [sys.executable, "-m", "lerobot_hydra.merge.shards", str(sweep)],
+        [sys.executable, "-m", "lerobot_hydra.sweeps.shards", str(sweep)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -267,7 +267,7 @@ def test_every_result_records_its_provenance_and_the_merge_checks_versions(tmp_p
     (sweep / "eval_info.json").unlink()
 
     proc = subprocess.run(
-        [sys.executable, "-m", "lerobot_hydra.merge.shards", "--accept-version-mismatch", str(sweep)],
+        [sys.executable, "-m", "lerobot_hydra.sweeps.shards", "--accept-version-mismatch", str(sweep)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lerobot_hydra.outputs.recording_parts import merge_recordings, stepped_units
+from lerobot_hydra.publish.recording_parts import merge_recordings, stepped_units
 from lerobot_hydra.rollout.plan import claim_blocks
 from tests.conftest import ROOT, read_json, run_eval
-from tests.rundir.test_store import kill_group, start_eval, wait_for
+from tests.store.test_store import kill_group, start_eval, wait_for
 
 # Random actions (every episode runs its 20 steps), state observations; every step sleeps 50 ms so that the test
 # can kill a shard in the middle of its work.
@@ -84,7 +84,7 @@ def records(run_dir: Path) -> set[tuple[str, int, int]]:
 
 def merge(sweep: Path) -> None:
     merged = subprocess.run(
-        [sys.executable, "-m", "lerobot_hydra.merge.shards", str(sweep)], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "lerobot_hydra.sweeps.shards", str(sweep)], cwd=ROOT, capture_output=True, text=True
     )
     assert merged.returncode == 0, merged.stdout + merged.stderr
 

@@ -236,7 +236,7 @@ def test_a_policy_that_does_not_declare_its_reads_draws_every_step(compose: Call
 
 
 def test_an_unknown_render_setting_is_one_line_listing_the_valid_ones(compose: Callable) -> None:
-    from lerobot_hydra.config.schema import validate
+    from lerobot_hydra.schemas.schema import validate
 
     with pytest.raises(UserError, match=r"^eval.render must be read or every_step, got 'sometimes'$"):
         validate(compose("eval.render=sometimes"))

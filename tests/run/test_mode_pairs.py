@@ -26,7 +26,7 @@ import pytest
 
 from lerobot_hydra.core.errors import UserError
 from tests.conftest import ROOT, _no_leftovers, evaluate_here, read_episodes, read_json, run_eval
-from tests.rundir.test_store import kill_group, start_eval, wait_for
+from tests.store.test_store import kill_group, start_eval, wait_for
 
 MODES = ("plain", "static", "dynamic", "sequential", "sweep", "remote", "recording", "api", "resume", "twice")
 ENV = [
@@ -120,7 +120,7 @@ def remote(announce: Path) -> list[str]:
 
 def recorded_episodes(run_dirs: list[Path], out: Path, records: list[dict[str, Any]]) -> None:
     """The recordings of `run_dirs`, joined, hold exactly the episodes of `records`, step for step."""
-    from lerobot_hydra.outputs.recording_parts import merge_recordings
+    from lerobot_hydra.publish.recording_parts import merge_recordings
     from tests.rollout.test_recording import assert_matches, load
 
     root = merge_recordings(run_dirs, out)
@@ -237,7 +237,7 @@ def test_shards_x_resume(tmp_path: Path, reference: Any, claims: list[str]) -> N
     for k in (1, 0):
         evaluate_here(tmp_path / f"s{k}", *shard, f"eval.shard_id={k}")
     merged = subprocess.run(
-        [sys.executable, "-m", "lerobot_hydra.merge.shards", str(tmp_path)], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "lerobot_hydra.sweeps.shards", str(tmp_path)], cwd=ROOT, capture_output=True, text=True
     )
     assert merged.returncode == 0, merged.stdout + merged.stderr
     same_episodes(read_json(tmp_path / "eval_info.json")["episodes"], reference(claims[0], *RANDOM)["episodes"])

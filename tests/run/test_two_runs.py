@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import ROOT, read_episodes, read_json
 from tests.run.test_mode_pairs import ENV, PLAIN, RANDOM, act, episodes_under, reference, remote, same_episodes, server
-from tests.rundir.test_store import kill_group, wait_for
+from tests.store.test_store import kill_group, wait_for
 
 __all__ = ["act", "reference", "server"]  # fixtures used here
 

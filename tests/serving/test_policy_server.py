@@ -235,7 +235,7 @@ def test_remote_evaluates_a_policy_served_by_an_openpi_protocol_server(tmp_path:
 def test_health_endpoint_and_log_show_requests_of_two_clients_batched(
     checkpoints: dict[str, list[str]], tmp_path: Path, caplog: Any
 ) -> None:
-    from lerobot_hydra.config.schema import instantiate_node
+    from lerobot_hydra.schemas.schema import instantiate_node
 
     with caplog.at_level(logging.INFO, logger="lerobot_hydra"):
         with served(tmp_path, *checkpoints["act"], "serve.max_wait_ms=2000", "serve.log_interval_s=0.2") as (

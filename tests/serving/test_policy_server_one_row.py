@@ -110,8 +110,8 @@ def test_rows_of_two_clients_batched_on_the_server_get_their_in_process_actions(
     """Two clients (2 rows and 1) step at once; their chunk requests meet in one server batch of 3 rows. Each row's
     actions over two chunks (the agent's position moving at every step, so the history differs from the last
     frame) are those of an in-process one-row policy whose rows hold the same episodes."""
-    from lerobot_hydra.config.schema import instantiate_node
     from lerobot_hydra.policies.lerobot.one_row import RowwisePolicy
+    from lerobot_hydra.schemas.schema import instantiate_node
     from tests.lerobot.test_lerobot_policies import first_batch
     from tests.serving.test_policy_server import health, serve_config, served
 

@@ -91,7 +91,7 @@ def test_no_pickle_eval_exec_or_content_driven_import_in_the_package() -> None:
         "envs/metaworld.py",
     }
     importers = {  # modules named by the user's own config (a _target_, a gym id, policy.function), never a message
-        "config/schema.py",
+        "schemas/schema.py",
         "envs/gym.py",
         "policies/function.py",
         "policies/lerobot/config.py",
@@ -282,7 +282,7 @@ def test_keys_are_required_checked_and_served_to_openpi_clients(
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
     from websockets.exceptions import InvalidStatus
 
-    from lerobot_hydra.config.schema import instantiate_node
+    from lerobot_hydra.schemas.schema import instantiate_node
 
     monkeypatch.setenv(ENV_VAR, "the-key-of-this-test")  # a given key is required, even on loopback
     observation = {"observation.state": np.full(4, 0.5, np.float32), "prompt": "reach"}

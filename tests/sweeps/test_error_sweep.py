@@ -52,7 +52,7 @@ def test_a_sweeps_error_episodes_are_counted_by_its_merge_summary_reports_and_wa
 
 
 def test_an_unhealthy_dynamic_shard_releases_its_claims_and_the_other_shard_runs_them(tmp_path: Path) -> None:
-    from lerobot_hydra.merge.shards import merge_sweep
+    from lerobot_hydra.sweeps.shards import merge_sweep
 
     sweep = tmp_path / "sweep"
     args = (*FAULTY[:3], *FAULTY[4:6], "eval.n_episodes=8", "eval.batch_size=1", "eval.num_shards=2")

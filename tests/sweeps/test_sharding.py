@@ -20,7 +20,7 @@ from lerobot_hydra.core.labels import job_subdir, label_dir_name
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.rollout.plan import TaskBlock
-from lerobot_hydra.rundir.store import RunStore
+from lerobot_hydra.store.run_store import RunStore
 from tests.conftest import CONF, ROOT, outcome, read_json, run_eval, run_here
 
 # The expert on two tasks with short episodes: some succeed, some do not.
@@ -39,7 +39,7 @@ SLURM_TIMEOUT_S = 420
 
 def merge_cli(sweep_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "lerobot_hydra.merge.shards", *args, str(sweep_dir)],
+        [sys.executable, "-m", "lerobot_hydra.sweeps.shards", *args, str(sweep_dir)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -352,7 +352,7 @@ def test_merge_with_a_format_prints_an_unsharded_runs_table_as_compare_does(tmp_
     assert proc.returncode == 0, proc.stderr
     assert "one unsharded run, nothing to merge" in proc.stderr
     compare = subprocess.run(
-        [sys.executable, "-m", "lerobot_hydra.merge.compare", "--format", "latex", str(run)],
+        [sys.executable, "-m", "lerobot_hydra.sweeps.compare", "--format", "latex", str(run)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -63,7 +63,7 @@ class LeRobotEnvConfig(EnvConfig):
 
     @classmethod
     def check_node(cls, node: DictConfig, key: str) -> None:
-        """The env node's keys against the type's fields and their values against its schema (config/schema.py
+        """The env node's keys against the type's fields and their values against its schema (schemas/schema.py
         calls this instead of its generic check)."""
         values = OmegaConf.to_container(node, resolve=True)
         assert isinstance(values, dict)

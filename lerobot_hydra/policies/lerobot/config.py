@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from lerobot_hydra.config.validation import check_device
 from lerobot_hydra.core.errors import UserError, did_you_mean, missing_extra
 from lerobot_hydra.core.gl import resolve_device
 from lerobot_hydra.envs.base import EnvConfig
@@ -38,6 +37,7 @@ from lerobot_hydra.policies.lerobot.rows import PER_ROW_FAMILIES, PerRowLeRobotP
 from lerobot_hydra.policies.lerobot.rtc import SimulatedLatency, configure
 from lerobot_hydra.policies.lerobot.runtime import LeRobotPolicy
 from lerobot_hydra.policies.lerobot.versions import first_line, parse_policy_config
+from lerobot_hydra.schemas.validation import check_device
 
 log = logging.getLogger("lerobot_hydra")
 

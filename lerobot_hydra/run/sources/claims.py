@@ -1,4 +1,4 @@
-"""Blocks claimed from a dynamic sweep's work queue (`eval.claims=dynamic`, rundir/queue.py): claim a block, run its
+"""Blocks claimed from a dynamic sweep's work queue (`eval.claims=dynamic`, store/queue.py): claim a block, run its
 episodes that nobody recorded yet, mark it done, and again, until every block of the sweep is done; the run is then
 complete. The task just run is preferred for the next block, so the kept pools build nothing new. In a sequential
 sweep's round (`RoundCap`) the queue holds that round's episodes of the tasks not yet stopped, one queue per round.
@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from lerobot_hydra.core.layout import queue_dir_name
 from lerobot_hydra.core.records import EpisodeKey, EpisodeRecord, TaskKey
-from lerobot_hydra.outputs.recording import PART_EPISODES, DatasetRecorder
-from lerobot_hydra.outputs.recording_parts import stepped_units
+from lerobot_hydra.publish.recording import PART_EPISODES, DatasetRecorder
+from lerobot_hydra.publish.recording_parts import stepped_units
 from lerobot_hydra.results.sequential import rounds
 from lerobot_hydra.rollout.plan import TaskBlock, TaskWork, claim_regions, plan_size
 from lerobot_hydra.run.sink import RecordSink
 from lerobot_hydra.run.work import Batch, RoundCap, capped_plan
-from lerobot_hydra.rundir.queue import Claim, WorkQueue
-from lerobot_hydra.rundir.shard_file import fingerprint
+from lerobot_hydra.store.queue import Claim, WorkQueue
+from lerobot_hydra.store.shard_file import fingerprint
 
 if TYPE_CHECKING:
     from lerobot_hydra.run.context import RunContext
@@ -117,7 +117,7 @@ class _Guarded:
 
 
 class _Speed:
-    """This job's measured speed, published in the queue for the jobs' choices of blocks (rundir/queue.py): its
+    """This job's measured speed, published in the queue for the jobs' choices of blocks (store/queue.py): its
     episodes per second over its blocks, the first block (which builds the policy and the envs) left out once
     there are others."""
 

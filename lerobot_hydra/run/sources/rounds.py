@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from lerobot_hydra.config.schema import SequentialConfig
 from lerobot_hydra.core.records import TaskKey
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.results.sequential import Decision, TaskStops, one_policy_of, round_ends, successes_before
@@ -22,6 +21,7 @@ from lerobot_hydra.results.table import task_label
 from lerobot_hydra.rollout.plan import TaskBlock, plan_size
 from lerobot_hydra.run.sink import RecordSink
 from lerobot_hydra.run.work import Batch, all_recorded, capped, capped_plan, outcomes_of, plan_work
+from lerobot_hydra.schemas.schema import SequentialConfig
 
 if TYPE_CHECKING:
     from lerobot_hydra.run.context import RunContext

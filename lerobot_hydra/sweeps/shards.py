@@ -30,7 +30,13 @@ from lerobot_hydra.core.labels import distinguishing_labels, label_dir_name
 from lerobot_hydra.core.layout import EVAL_INFO_FILE, SUMMARY_FILE
 from lerobot_hydra.core.records import sort_records
 from lerobot_hydra.loggers.bounded import bounded_exit
-from lerobot_hydra.merge.checks import (
+from lerobot_hydra.results.aggregate import Results, aggregate
+from lerobot_hydra.results.export import FORMATS, render_all
+from lerobot_hydra.results.export_tables import results_table
+from lerobot_hydra.rollout import provenance
+from lerobot_hydra.store.lock import DirLock
+from lerobot_hydra.store.shard_file import ShardFileError, find_shard_files, load_shard
+from lerobot_hydra.sweeps.checks import (
     Combination,
     check_combination,
     conflicting_labels,
@@ -38,15 +44,9 @@ from lerobot_hydra.merge.checks import (
     missing_shards,
     unplanned_records,
 )
-from lerobot_hydra.merge.duplicates import drop_identical_copies
-from lerobot_hydra.merge.rounds import final_summary, sweep_baseline
-from lerobot_hydra.merge.summary_export import sweep_tables
-from lerobot_hydra.results.aggregate import Results, aggregate
-from lerobot_hydra.results.export import FORMATS, render_all
-from lerobot_hydra.results.export_tables import results_table
-from lerobot_hydra.rollout import provenance
-from lerobot_hydra.rundir.lock import DirLock
-from lerobot_hydra.rundir.shard_file import ShardFileError, find_shard_files, load_shard
+from lerobot_hydra.sweeps.duplicates import drop_identical_copies
+from lerobot_hydra.sweeps.sequential_state import final_summary, sweep_baseline
+from lerobot_hydra.sweeps.summary_export import sweep_tables
 
 
 @dataclass
@@ -76,7 +76,7 @@ class MergeResult:
 def merged_results(combo: Combination, out_dir: Path) -> Results:
     """The results of the whole combination, aggregated from every episode record of its shards, with video paths
     relative to `out_dir` (where they are written)."""
-    from lerobot_hydra.outputs.video import rebase_video_paths
+    from lerobot_hydra.publish.video import rebase_video_paths
 
     records = [r for s in combo.shards for r in rebase_video_paths(s.records, s.dir, out_dir)]
     return aggregate(
@@ -136,7 +136,7 @@ def merge_sweep(
         if not problems and not missing:
             merged = merged_results(combo, output_dir(sweep_dir, combo, several))
             result.merged.append((combo, merged.with_sequential(final_summary(sweep_dir, combo.label))))
-    from lerobot_hydra.merge.summary import baseline_problems  # (scipy) only once there is something to merge
+    from lerobot_hydra.sweeps.summary import baseline_problems  # (scipy) only once there is something to merge
 
     result.problems.extend(baseline_problems(baseline, combos))
     if write:
@@ -179,9 +179,9 @@ def _publish(result: MergeResult, several: bool, baseline: str | None) -> None:
 
 def _write_merged(result: MergeResult, several: bool, baseline: str | None) -> None:
     from lerobot_hydra.loggers.run_meta import saved_run_config
-    from lerobot_hydra.merge.summary import publish_summary, sweep_entry
-    from lerobot_hydra.outputs.publish import publish_merged
-    from lerobot_hydra.outputs.recording_parts import merge_recordings
+    from lerobot_hydra.publish.publish import publish_merged
+    from lerobot_hydra.publish.recording_parts import merge_recordings
+    from lerobot_hydra.sweeps.summary import publish_summary, sweep_entry
 
     entries = []
     for combo, results in result.merged:

@@ -58,7 +58,7 @@ def recorded(run_dir: Path) -> int:
 def hold_lock(directory: Path, what: str) -> subprocess.Popen[str]:
     """Another process that holds `directory`'s lock until it is killed."""
     code = (
-        "import sys, time; from pathlib import Path; from lerobot_hydra.rundir.lock import DirLock; "
+        "import sys, time; from pathlib import Path; from lerobot_hydra.store.lock import DirLock; "
         f"DirLock(Path(sys.argv[1]), {what!r}).acquire(); print('locked', flush=True); time.sleep(600)"
     )
     proc = subprocess.Popen([sys.executable, "-c", code, str(directory)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
@@ -271,7 +271,7 @@ def test_an_mt50_plan_of_20000_episodes_per_task_is_stored_in_a_few_kilobytes(tm
     from lerobot_hydra.envs.metaworld import MetaWorldEnvConfig
     from lerobot_hydra.rollout.plan import TaskBlock, shard_plan
     from lerobot_hydra.run.work import plan_work
-    from lerobot_hydra.rundir.store import RunStore
+    from lerobot_hydra.store.run_store import RunStore
 
     tasks = MetaWorldEnvConfig(task="all").tasks()
     keys = [t.key for t in tasks]

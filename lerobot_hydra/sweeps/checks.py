@@ -15,8 +15,8 @@ from lerobot_hydra.core.labels import is_shard_override, job_subdir
 from lerobot_hydra.core.layout import EPISODES_FILE, shard_dir_name
 from lerobot_hydra.core.records import EpisodeKey, read_jsonl
 from lerobot_hydra.rollout.plan import plan_size, shard_plan
-from lerobot_hydra.rundir.shard_file import Shard, fingerprint, saved_overrides
-from lerobot_hydra.rundir.store import diff_keys
+from lerobot_hydra.store.run_store import diff_keys
+from lerobot_hydra.store.shard_file import Shard, fingerprint, saved_overrides
 
 # Hydra overrides that a re-run command must not copy: the sweep/run location is given explicitly.
 _LOCATION_OVERRIDES = ("hydra.sweep.dir=", "hydra.run.dir=", "hydra.sweep.subdir=", "hydra.mode=")

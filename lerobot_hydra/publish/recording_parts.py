@@ -1,4 +1,4 @@
-"""A run dir's recording parts (outputs/recording.py writes them): `<run dir>/recording/part-NNN`, each a LeRobot
+"""A run dir's recording parts (publish/recording.py writes them): `<run dir>/recording/part-NNN`, each a LeRobot
 dataset finalized on its own, and beside it `part-NNN.units.json`, written after its `finalize`, listing the
 episodes (task group, task id, episode index) it holds. A part without that file was left unfinished by a killed
 process: it is skipped by the merge and deleted when the run resumes, and its episodes, whose records exist, are

@@ -1,4 +1,4 @@
-"""The shard file is written and read by one class (rundir/shard_file.py `ShardFile`): what a run writes is what
+"""The shard file is written and read by one class (store/shard_file.py `ShardFile`): what a run writes is what
 the merge loads, field for field, and its name is built and parsed in one place (core/labels.py)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from lerobot_hydra.core.layout import parse_shard_file_name, shard_dir_name, sha
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.rollout.plan import shard_plan
-from lerobot_hydra.rundir.shard_file import (
+from lerobot_hydra.store.shard_file import (
     SHARD_FORMAT,
     ShardFile,
     ShardFileError,

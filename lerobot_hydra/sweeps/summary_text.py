@@ -1,13 +1,13 @@
-"""How a sweep's summary (merge/summary.py) reads on the console: the combinations, the multi-seed pools, the
+"""How a sweep's summary (sweeps/summary.py) reads on the console: the combinations, the multi-seed pools, the
 many-policy table, the comparisons with the baseline and the sequential stops."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from lerobot_hydra.merge.summary_export import many_lines
 from lerobot_hydra.results.pairing_text import align, format_comparison
 from lerobot_hydra.results.table import rate_text
+from lerobot_hydra.sweeps.summary_export import many_lines
 
 
 def format_sweep_summary(summary: dict[str, Any], title: str) -> str:

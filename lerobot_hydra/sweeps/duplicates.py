@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 
 from lerobot_hydra.core.records import EpisodeKey, EpisodeRecord
-from lerobot_hydra.merge.checks import Combination
-from lerobot_hydra.rundir.shard_file import Shard
+from lerobot_hydra.store.shard_file import Shard
+from lerobot_hydra.sweeps.checks import Combination
 
 
 def same_episode(a: EpisodeRecord, b: EpisodeRecord) -> bool:

@@ -15,7 +15,7 @@ from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.layout import COMPARISON_PLOT, EVAL_INFO_FILE, STEPS_PLOT, SUCCESS_PLOT, SWEEP_HEATMAP
 from lerobot_hydra.loggers.base import ExperimentLogger, RunMeta, build_loggers
 from lerobot_hydra.loggers.run_meta import merged_run, sweep_run
-from lerobot_hydra.outputs import report
+from lerobot_hydra.publish import report
 from lerobot_hydra.results.aggregate import Results
 from lerobot_hydra.results.eval_info import to_eval_info
 from lerobot_hydra.results.table import format_table
@@ -83,7 +83,7 @@ def publish_sweep(
     path, or None."""
     if len(results) < 2:
         return None
-    from lerobot_hydra.outputs import plots
+    from lerobot_hydra.publish import plots
 
     images = {}
     heatmap = _draw("the sweep heatmap", plots.sweep_heatmap, results, sweep_dir / SWEEP_HEATMAP)
@@ -174,7 +174,7 @@ def _report(
 def _plots(results: Results, out_dir: Path) -> dict[str, Path]:
     if not results.tasks:
         return {}
-    from lerobot_hydra.outputs.plots import steps_cdf, success_by_task
+    from lerobot_hydra.publish.plots import steps_cdf, success_by_task
 
     try:
         images = {"success_by_task": success_by_task(results, out_dir / SUCCESS_PLOT)}

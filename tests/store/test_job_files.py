@@ -8,7 +8,7 @@ import pytest
 
 from lerobot_hydra.core.errors import UserError
 from tests.conftest import run_here
-from tests.rundir.test_store import hold_lock
+from tests.store.test_store import hold_lock
 
 SMALL = ("env.obs_type=state", "policy=random", "eval.n_episodes=2", "env.episode_length=10", "eval.batch_size=1")
 
@@ -18,7 +18,7 @@ def saved_files(run_dir: Path) -> dict[str, str]:
 
 
 def test_a_refused_run_leaves_the_saved_overrides_and_the_job_log_alone(tmp_path: Path) -> None:
-    from lerobot_hydra.rundir.shard_file import rerun_in_place
+    from lerobot_hydra.store.shard_file import rerun_in_place
 
     run_dir = tmp_path / "run"
     run_here("env.task=[reach-v3]", *SMALL, out_dir=run_dir)

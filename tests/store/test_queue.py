@@ -1,4 +1,4 @@
-"""The dynamic work queue (rundir/queue.py) with real processes: concurrent claims are exclusive and cover every
+"""The dynamic work queue (store/queue.py) with real processes: concurrent claims are exclusive and cover every
 block once; a wedged job (SIGSTOP) loses its lease and learns so when it wakes; a killed job's block is taken over
 at once, with the episodes it recorded left out."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from lerobot_hydra.core.layout import EPISODES_FILE, QUEUE_DONE_DIR
 from lerobot_hydra.core.records import EpisodeRecord, append_jsonl
 from lerobot_hydra.rollout.plan import TaskBlock, claim_blocks
-from lerobot_hydra.rundir.queue import Claim, WorkQueue
+from lerobot_hydra.store.queue import Claim, WorkQueue
 
 KEYS = [("g", 0), ("g", 1), ("g", 2)]
 ONE_BLOCK = [[TaskBlock("g", 0, 0, 3)]]

@@ -22,13 +22,13 @@ from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.labels import distinguishing_labels, split_label
 from lerobot_hydra.core.layout import HYDRA_DIR, HYDRA_HYDRA_FILE, SUMMARY_FILE
 from lerobot_hydra.core.records import EpisodeRecord, sort_records
-from lerobot_hydra.merge.baseline import SEED_KEY, holds
-from lerobot_hydra.merge.summary_export import many_section, write_exports
-from lerobot_hydra.merge.summary_text import format_sweep_summary
 from lerobot_hydra.results.aggregate import Results, Summary, aggregate
 from lerobot_hydra.results.pairing import ResultSet, compare
 from lerobot_hydra.rollout.provenance import simulator_text
-from lerobot_hydra.rundir.shard_file import Shard
+from lerobot_hydra.store.shard_file import Shard
+from lerobot_hydra.sweeps.baseline import SEED_KEY, holds
+from lerobot_hydra.sweeps.summary_export import many_section, write_exports
+from lerobot_hydra.sweeps.summary_text import format_sweep_summary
 
 
 @dataclass
@@ -254,7 +254,7 @@ def publish_summary(
 ) -> list[str]:
     """Write, print and publish the summary of a sweep's merged combinations; returns problems (a baseline that
     names no configuration), in which case nothing of the summary is written."""
-    from lerobot_hydra.outputs.publish import publish_sweep
+    from lerobot_hydra.publish.publish import publish_sweep
 
     entries = in_sweep_order(entries)
     try:

@@ -35,11 +35,11 @@ from lerobot_hydra.core.records import (
     sort_records,
 )
 from lerobot_hydra.envs.base import TaskSpec
-from lerobot_hydra.outputs.video import remove_partial_videos, without_missing_videos
+from lerobot_hydra.publish.video import remove_partial_videos, without_missing_videos
 from lerobot_hydra.rollout.plan import TaskBlock
 from lerobot_hydra.rollout.provenance import check_resumed_versions
-from lerobot_hydra.rundir.lock import DirLock
-from lerobot_hydra.rundir.shard_file import ShardFile, ShardFormatError, fingerprint
+from lerobot_hydra.store.lock import DirLock
+from lerobot_hydra.store.shard_file import ShardFile, ShardFormatError, fingerprint
 
 log = logging.getLogger("lerobot_hydra")
 

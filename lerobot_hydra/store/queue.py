@@ -238,7 +238,7 @@ class WorkQueue:
 
     def recorded_in(self, claim: Claim, dirs: set[Path]) -> set[EpisodeKey]:
         """The units of the claimed block recorded in the run dirs `dirs`; error episodes left out (the new owner runs
-        them again, and the merge keeps its record: merge/shards.py)."""
+        them again, and the merge keeps its record: sweeps/shards.py)."""
         block = claim.block
         units: set[EpisodeKey] = set()
         for run_dir in dirs:

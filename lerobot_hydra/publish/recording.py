@@ -18,11 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from lerobot_hydra.config.schema import EvalConfig
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.records import EpisodeKey, EpisodeRecord, TaskKey
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
-from lerobot_hydra.outputs.recording_parts import (
+from lerobot_hydra.publish.recording_parts import (
     dataset_class,
     drop_unfinished,
     mark_finished,
@@ -30,6 +29,7 @@ from lerobot_hydra.outputs.recording_parts import (
     stepped_units,
 )
 from lerobot_hydra.rollout.recording import Step, using_recorder
+from lerobot_hydra.schemas.schema import EvalConfig
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -61,7 +61,7 @@ def recording(
 class DatasetRecorder:
     """Holds each ended episode's steps until its record is accepted (`write`), then hands them to a writer thread
     that saves them as one episode: the lanes go on stepping meanwhile. The episodes go into parts of at most
-    `PART_EPISODES` episodes, each finalized on its own (outputs/recording_parts.py), so a killed process loses only
+    `PART_EPISODES` episodes, each finalized on its own (publish/recording_parts.py), so a killed process loses only
     the steps of its unfinished part; the parts a killed session left unfinished are deleted here, and `missing`
     says which recorded episodes must run again for their steps."""
 

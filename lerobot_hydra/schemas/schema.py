@@ -17,8 +17,9 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from lerobot_hydra.config.clock import ClockConfig, check_clock
-from lerobot_hydra.config.validation import (
+from lerobot_hydra.core.errors import UserError, did_you_mean
+from lerobot_hydra.schemas.clock import ClockConfig, check_clock
+from lerobot_hydra.schemas.validation import (
     check_devices,
     check_env_values,
     check_finite,
@@ -26,7 +27,6 @@ from lerobot_hydra.config.validation import (
     check_seeds,
     check_sequential,
 )
-from lerobot_hydra.core.errors import UserError, did_you_mean
 
 
 @dataclass

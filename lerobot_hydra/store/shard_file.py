@@ -31,7 +31,7 @@ from lerobot_hydra.core.layout import (
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.rollout.plan import TaskBlock
-from lerobot_hydra.rundir.lock import holder_if_locked
+from lerobot_hydra.store.lock import holder_if_locked
 
 SHARD_FORMAT = "lerobot_hydra.shard/2"
 SHARD_FORMAT_FAMILY = "lerobot_hydra.shard/"

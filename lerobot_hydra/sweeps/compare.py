@@ -1,4 +1,4 @@
-"""`lerobot-hydra-compare A B` (or `python -m lerobot_hydra.merge.compare A B`): compare the results in B with
+"""`lerobot-hydra-compare A B` (or `python -m lerobot_hydra.sweeps.compare A B`): compare the results in B with
 those in A (the baseline), per task and overall, paired episode for episode when both ran the same tasks, episodes,
 seeds and initial states, else unpaired (and it says why).
 
@@ -38,9 +38,9 @@ from lerobot_hydra.results.verdicts import DEFAULT, REGRESSED, Criteria
 def load_results(path: Path, name: str) -> ResultSet:
     """The episodes under `path`: from its shard files (merged and checked as lerobot-hydra-merge does; several
     seeds of one configuration pooled), else its eval_info.json's episodes, else its episodes.jsonl."""
-    from lerobot_hydra.merge.shards import merge_sweep
-    from lerobot_hydra.merge.summary import group_arms, sweep_entry
-    from lerobot_hydra.rundir.shard_file import find_shard_files
+    from lerobot_hydra.store.shard_file import find_shard_files
+    from lerobot_hydra.sweeps.shards import merge_sweep
+    from lerobot_hydra.sweeps.summary import group_arms, sweep_entry
 
     if path.is_file() and path.name.endswith(".json"):
         return _eval_info_results(path, name)
