@@ -93,10 +93,7 @@ def run_worker(
                     conn.send_bytes(codec.encode_reply(False, worker_failure()))
                     continue
                 if film:
-                    try:
-                        env.prerender()
-                    except Exception:  # noqa: BLE001 - the parent's render() call renders again and reports it
-                        pass
+                    _prerender(env)
                 continue
             try:
                 name, args, kwargs, write_obs = codec.decode_call(message)
@@ -140,3 +137,12 @@ def copy_tree(target: Any, source: Any) -> Any:
         return np.array(source, copy=True)
     np.copyto(target, source)
     return target
+
+
+def _prerender(env: gym.Env) -> None:
+    """The filmed step's frame, drawn right after the step was answered; a failure is left to the parent's
+    `render()` call, which renders again and reports it."""
+    try:
+        env.prerender()
+    except Exception:  # noqa: BLE001
+        pass
