@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lerobot_hydra.core.records import EpisodeRecord
+from lerobot_hydra.core.records import EpisodeRecord, TaskKey
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.policies.base import Policy
 from lerobot_hydra.processors.pipeline import Pipeline
@@ -29,7 +29,7 @@ from lerobot_hydra.rollout.runner import OnRecord, RolloutContext, TaskWork, run
 from lerobot_hydra.rollout.schedule import Schedule
 from lerobot_hydra.vector.task_envs import EnvPool, close_pools, create_pools
 
-Pools = dict[tuple[str, int], EnvPool]
+Pools = dict[TaskKey, EnvPool]
 # (lane, env, the lane's tasks, sub-envs, in workers, rendering) -> the lane's pool of each task.
 MakePools = Callable[[int, EnvConfig, list[TaskSpec], int, bool, bool], Pools]
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.layout import EPISODES_FILE, QUEUE_CLAIMS_DIR, QUEUE_DONE_DIR, QUEUE_OWNERS_DIR
-from lerobot_hydra.core.records import EpisodeKey, read_jsonl
+from lerobot_hydra.core.records import EpisodeKey, TaskKey, read_jsonl
 from lerobot_hydra.rollout.plan import TaskBlock
 
 
@@ -165,7 +165,7 @@ class WorkQueue:
             os.close(fd)
         return Claim(index, gen, self.blocks[index], self.root)
 
-    def _pick(self, candidates: list[int], held: tuple[str, int] | None) -> int:
+    def _pick(self, candidates: list[int], held: TaskKey | None) -> int:
         """This shard's own region front first; then the back of the held task's blocks; then the back of the
         region with the most unclaimed episodes."""
         own = [i for i in candidates if self.region_of[i] == self.shard_id]
@@ -180,7 +180,7 @@ class WorkQueue:
         region = max(sorted(left), key=lambda k: left[k])
         return [i for i in candidates if self.region_of[i] == region][-1]
 
-    def try_claim(self, held: tuple[str, int] | None) -> Claim | bool:
+    def try_claim(self, held: TaskKey | None) -> Claim | bool:
         """One attempt: a Claim; True when every block is done; False when none is free now (others hold them)."""
         done, claims = self._state()
         if len(done) == len(self.blocks):
@@ -202,7 +202,7 @@ class WorkQueue:
             free.remove(index)
         return False
 
-    def next_claim(self, held: tuple[str, int] | None, poll_s: float = 0.5) -> Claim | None:
+    def next_claim(self, held: TaskKey | None, poll_s: float = 0.5) -> Claim | None:
         """The next block for this job, waiting while every unfinished block is held by a live job (so that the
         blocks of a job that dies are still taken); None once every block is done."""
         while True:

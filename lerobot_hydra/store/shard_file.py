@@ -28,7 +28,7 @@ from lerobot_hydra.core.layout import (
     parse_shard_file_name,
     shard_file_name,
 )
-from lerobot_hydra.core.records import EpisodeRecord
+from lerobot_hydra.core.records import EpisodeRecord, TaskKey
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.rollout.plan import TaskBlock
 from lerobot_hydra.store.lock import holder_if_locked
@@ -59,7 +59,7 @@ class Shard:
     label: str
     complete: bool
     eval_s: float
-    task_keys: list[tuple[str, int]]
+    task_keys: list[TaskKey]
     plan: list[TaskBlock]
     records: list[EpisodeRecord]
     # Who is writing its dir right now (a live process holds the dir's lock), or None.
@@ -67,9 +67,9 @@ class Shard:
     # What made it (lerobot_hydra.rollout.provenance); None in shard files written before it was recorded.
     provenance: dict[str, Any] | None = None
     # Tasks that sequential stopping (eval.sequential) stopped, and after how many of their episodes.
-    stopped: dict[tuple[str, int], int] = field(default_factory=dict)
+    stopped: dict[TaskKey, int] = field(default_factory=dict)
 
-    def planned_blocks(self) -> dict[tuple[str, int], range]:
+    def planned_blocks(self) -> dict[TaskKey, range]:
         """Each task's planned episodes, a stopped task's cut at its stop."""
         blocks = {b.key: b.episodes for b in self.plan}
         for key, n in self.stopped.items():
@@ -147,7 +147,7 @@ class ShardFile:
         complete: bool,
         eval_s: float,
         records: list[EpisodeRecord],
-        stopped: dict[tuple[str, int], int] | None = None,
+        stopped: dict[TaskKey, int] | None = None,
     ) -> None:
         """The full file at a run's end: header, `complete`, `eval_s`, every record (sorted) and the tasks
         sequential stopping stopped."""

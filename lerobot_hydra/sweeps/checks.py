@@ -13,7 +13,7 @@ from pathlib import Path
 from lerobot_hydra.core.commands import hydra_override, shell_command
 from lerobot_hydra.core.labels import is_shard_override, job_subdir
 from lerobot_hydra.core.layout import EPISODES_FILE, shard_dir_name
-from lerobot_hydra.core.records import EpisodeKey, read_jsonl
+from lerobot_hydra.core.records import EpisodeKey, TaskKey, read_jsonl
 from lerobot_hydra.rollout.plan import plan_size, shard_plan
 from lerobot_hydra.store.run_store import diff_keys
 from lerobot_hydra.store.shard_file import Shard, fingerprint, saved_overrides
@@ -50,7 +50,7 @@ class Combination:
 
 
 def group_combinations(shards: list[Shard]) -> list[Combination]:
-    groups: dict[tuple[str, int], list[Shard]] = {}
+    groups: dict[TaskKey, list[Shard]] = {}
     for shard in shards:
         groups.setdefault((shard.fingerprint, shard.num_shards), []).append(shard)
     return [

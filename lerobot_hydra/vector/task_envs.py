@@ -17,6 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from lerobot_hydra.core.records import TaskKey
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.envs.protocol import EPISODES_KEY, RESET_MASK_KEY
 from lerobot_hydra.vector.faults import SubEnvFailed
@@ -138,10 +139,10 @@ class EnvPool:
 
 def create_pools(
     config: EnvConfig, tasks: list[TaskSpec], n_envs: int, use_async: bool, render: bool
-) -> dict[tuple[str, int], EnvPool]:
+) -> dict[TaskKey, EnvPool]:
     """A pool per distinct (observation, action) spaces, by task key: tasks whose spaces match share one."""
     pools: dict[str, EnvPool] = {}
-    out: dict[tuple[str, int], EnvPool] = {}
+    out: dict[TaskKey, EnvPool] = {}
     for task in tasks:
         spaces = config.spaces(task)
         signature = repr(spaces)
@@ -151,6 +152,6 @@ def create_pools(
     return out
 
 
-def close_pools(pools: dict[tuple[str, int], EnvPool]) -> None:
+def close_pools(pools: dict[TaskKey, EnvPool]) -> None:
     for pool in {id(p): p for p in pools.values()}.values():
         pool.close()
