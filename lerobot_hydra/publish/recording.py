@@ -28,7 +28,7 @@ from lerobot_hydra.publish.recording_parts import (
     next_part,
     stepped_units,
 )
-from lerobot_hydra.rollout.recording import Step, using_recorder
+from lerobot_hydra.rollout.recording import Step
 from lerobot_hydra.schemas.schema import EvalConfig
 
 log = logging.getLogger("lerobot_hydra")
@@ -52,8 +52,7 @@ def recording(
     recorder = DatasetRecorder(out_dir, eval_cfg.recording, eval_cfg.recording_images, env.fps, dict(env.features_map))
     recorder.task_index = {t.key: i for i, t in enumerate(tasks)}
     try:
-        with using_recorder(recorder):
-            yield recorder
+        yield recorder
     finally:
         recorder.close()
 

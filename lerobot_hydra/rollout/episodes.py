@@ -13,7 +13,7 @@ import numpy as np
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.rollout.filming import FilmedEpisode
-from lerobot_hydra.rollout.recording import Step, observation_row, step_recorder
+from lerobot_hydra.rollout.recording import Step, StepRecorder, observation_row
 from lerobot_hydra.vector.task_envs import EnvPool
 
 log = logging.getLogger("lerobot_hydra")
@@ -73,9 +73,8 @@ class Episode:
             step = {"observation": observation_row(obs, row), "action": np.array(action[row])}
             self.trace.append(step | {"reward": reward, "done": done, "success": success})
 
-    def hand_over(self, record: EpisodeRecord) -> None:
-        """A recorded episode's steps go to the recorder with its record."""
-        recorder = step_recorder()
+    def hand_over(self, record: EpisodeRecord, recorder: StepRecorder | None) -> None:
+        """A recorded episode's steps go to `recorder` with its record."""
         if self.trace is not None and recorder is not None:
             recorder.hold(record.unit, self.trace)
             self.trace = None

@@ -24,9 +24,10 @@ from lerobot_hydra.rollout.episodes import Unit
 from lerobot_hydra.rollout.filming import Filming
 from lerobot_hydra.rollout.plan import episode_seed
 from lerobot_hydra.rollout.progress import Progress
-from lerobot_hydra.rollout.recording import step_recorder
+from lerobot_hydra.rollout.recording import StepRecorder
 from lerobot_hydra.rollout.runner import OnRecord, RolloutContext, TaskWork, run_segment
 from lerobot_hydra.rollout.schedule import Schedule
+from lerobot_hydra.vector.faults import WorkerFaults
 from lerobot_hydra.vector.task_envs import EnvPool, close_pools, create_pools
 
 Pools = dict[TaskKey, EnvPool]
@@ -49,6 +50,8 @@ class LaneSettings:
     render: bool = False  # sub-envs that can render frames (videos)
     mixes_tasks: bool = False  # the policy resets rows one at a time (`PolicyConfig.resets_rows`): batches mix tasks
     skip_unread: bool = False  # eval.render=read: sub-envs draw cameras only for the steps the policy reads
+    faults: WorkerFaults = WorkerFaults()  # what a lost worker or a failing simulator does to the run
+    recorder: StepRecorder | None = None  # eval.recording: receives every episode's steps
 
 
 def _spread(first: list[TaskWork], n: int) -> list[TaskSpec]:
@@ -133,7 +136,7 @@ class _Lanes:
                     started.exception()  # let the start finish, so that every worker it opened is closed below
                     raise
                 lane_pools = started.result()
-            if (recorder := step_recorder()) is not None:
+            if (recorder := self.settings.recorder) is not None:
                 # Its slow imports, once no other thread of this run imports: they overlap the simulators that the
                 # async workers are building in their own processes.
                 recorder.prepare()
@@ -153,6 +156,8 @@ class _Lanes:
         else:
             pools = create_pools(s.env, tasks, self.n_envs, s.use_async, s.render)
             self.opened.append(pools)
+        for pool in pools.values():
+            pool.watch(s.faults.step_timeout_s)
         first = segments(lane_work, pools)[0]
         pool = pools[first[0].task.key]
         # Each sub-env keeps the simulator it holds of a task of this segment (kept pools), else builds one. Where
@@ -174,7 +179,16 @@ class _Lanes:
     def _run_lane(self, lane_work: list[TaskWork], pools: Pools, lane_policy: Policy) -> None:
         s = self.settings
         ctx = RolloutContext(
-            lane_policy, s.env_pre, s.env_post, s.base_seed, self.on_record, self.videos, self.stop, s.skip_unread
+            lane_policy,
+            s.env_pre,
+            s.env_post,
+            s.base_seed,
+            self.on_record,
+            self.videos,
+            self.stop,
+            s.skip_unread,
+            s.faults,
+            s.recorder,
         )
         for segment in segments(lane_work, pools):
             run_segment(pools[segment[0].task.key], segment, ctx, self.progress)

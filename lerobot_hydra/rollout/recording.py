@@ -1,13 +1,11 @@
 """What the runner needs of whatever records every step of the episodes (publish/recording.py's `DatasetRecorder`
 provides it): each episode's steps, handed over when its record is, written once the run store accepts the record.
 
-The recorder in use is process-wide (`using_recorder`), like the worker-fault settings: the lanes' threads see it.
+A run hands its recorder to the rollout (`LaneSettings.recorder`); its lanes' threads share it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, Protocol
 
 import numpy as np
@@ -27,23 +25,6 @@ class StepRecorder(Protocol):
         """The steps of the episode `unit` (task group, task id, episode index), which has just ended; they are
         written when its record is accepted, and replaced if the episode runs again."""
         ...
-
-
-_recorders: list[StepRecorder | None] = [None]
-
-
-def step_recorder() -> StepRecorder | None:
-    return _recorders[-1]
-
-
-@contextmanager
-def using_recorder(recorder: StepRecorder | None) -> Iterator[None]:
-    """`recorder` receives every episode's steps of every rollout of this process while the block runs."""
-    _recorders.append(recorder)
-    try:
-        yield
-    finally:
-        _recorders.pop()
 
 
 def observation_row(obs: Any, row: int, prefix: str = "") -> dict[str, np.ndarray]:

@@ -1,19 +1,18 @@
 """Rollout: a lane's episodes through its sub-envs, producing one record per episode.
 
-Per step: raw observation -> env pre -> policy (with its own pre/post) -> env post -> vector env step.
-Episode k of a task is seeded with `seed + k` whatever the batch, sub-env, lane or shard it runs in; success counts
-up to and including the step that ended the episode, and a finished sub-env is never stepped again. When the policy
-can reset one row's state (`reset_slots`), a finished sub-env starts the next pending episode at once: of any task
-of the lane whose sub-envs are in workers (tasks mixed in one batch; a sub-env switching task builds the new
-simulator and resets it into its episode in its worker while the others step on, and joins once ready), else of the
-batch's task (rollout/schedule.py). Other policies start a new batch once every episode of the current one has
-ended. A row with nothing to run is marked idle (`reset_slots` with no seed), so the policy computes nothing for it.
-A sub-env that will run the next task only after the batch ends builds its simulator meanwhile. A filmed episode
-(see rollout/filming.py) gets the frame after reset and one after each of its steps, rendered only by the sub-envs
-whose episode is filmed; worker sub-envs draw it right after answering the step, while this process runs the policy
-for the next one. A lost worker is replaced and the episodes in flight start again (rollout/recovery.py); so do
-they when a simulator raises or returns a non-finite reward or observation, its episode then running once more in a
-fresh worker before it is recorded as an error episode, or the run ending (rollout/episode_errors.py).
+Per step: raw observation -> env pre -> policy -> env post -> step. Episode k of a task is seeded with `seed + k`
+whatever the batch, sub-env, lane or shard it runs in; success counts up to and including the step that ended the
+episode, and a finished sub-env is never stepped again. When the policy can reset one row's state (`reset_slots`), a
+finished sub-env starts the next pending episode at once: of any task of the lane whose sub-envs are in workers (tasks
+mixed in one batch; a sub-env switching task builds the new simulator and resets it into its episode in its worker
+while the others step on, and joins once ready), else of the batch's task (rollout/schedule.py). Other policies start
+a new batch once every episode of the current one has ended (a sub-env that will run the next task builds its
+simulator meanwhile). An idle row (`reset_slots` with no seed) costs the policy nothing. A filmed episode
+(rollout/filming.py) gets the frame after reset and one after each of its steps, rendered only by the sub-envs whose
+episode is filmed; worker sub-envs draw it right after answering the step, while this process runs the policy for the
+next one. A lost worker is replaced and the episodes in flight start again (rollout/recovery.py); so do they when a
+simulator raises or returns a non-finite reward or observation, its episode then running once more in a fresh worker
+before it is recorded as an error episode, or the run ending (episode_errors.py).
 """
 
 from __future__ import annotations
@@ -47,11 +46,11 @@ from lerobot_hydra.rollout.filming import Filming
 from lerobot_hydra.rollout.health import TaskBroken
 from lerobot_hydra.rollout.plan import TaskWork, episode_seed
 from lerobot_hydra.rollout.progress import Progress
-from lerobot_hydra.rollout.recording import step_recorder
+from lerobot_hydra.rollout.recording import StepRecorder
 from lerobot_hydra.rollout.recovery import Recovery
 from lerobot_hydra.rollout.schedule import Schedule
 from lerobot_hydra.rollout.task_bars import TaskBars
-from lerobot_hydra.vector.faults import SubEnvFailed, WorkerLost, worker_faults
+from lerobot_hydra.vector.faults import SubEnvFailed, WorkerFaults, WorkerLost
 from lerobot_hydra.vector.task_envs import EnvPool
 
 log = logging.getLogger("lerobot_hydra")
@@ -73,6 +72,8 @@ class RolloutContext:
     videos: Filming | None = None
     stop: threading.Event | None = None  # checked before every step; set: the episodes in flight are dropped
     skip_unread: bool = False  # eval.render=read: cameras are drawn only for the steps the policy reads
+    faults: WorkerFaults = WorkerFaults()  # the run's eval.step_timeout_s, eval.worker_retries, eval.on_error
+    recorder: StepRecorder | None = None  # eval.recording: each episode's steps
 
 
 def run_segment(pool: EnvPool, works: list[TaskWork], ctx: RolloutContext, progress: Progress) -> None:
@@ -95,15 +96,15 @@ class _Segment:
         self.running: list[Episode | None] = [None] * n
         self.warming: dict[int, Unit] = {}  # sub-envs building the simulator of their next episode's task
         self.starting: dict[int, Unit] = {}  # sub-envs being reset into their episodes (until `_start` returns)
-        self.recovery = Recovery(pool.config, worker_faults().worker_retries)
-        self.errors = EpisodeErrors(pool.config, worker_faults().on_error, self.recovery)
+        self.recovery = Recovery(pool.config, ctx.faults.worker_retries)
+        self.errors = EpisodeErrors(pool.config, ctx.faults.on_error, self.recovery)
         self.texts = [units[0].task.description if units else ""] * n  # each row's task (an idle row: its last)
         self.batch_task: TaskSpec | None = None  # unmixed: the task of the running batch
         self.obs: Any = None
         self.clocked = runs_on_clock(ctx.policy)  # it reports each row's inference count and latencies
         # Whose cameras the next step draws is asked of the policy, unless it does not say or something (a
         # recording) reads every step.
-        self.skip_unread = ctx.skip_unread and declares_reads(ctx.policy) and step_recorder() is None
+        self.skip_unread = ctx.skip_unread and declares_reads(ctx.policy) and ctx.recorder is None
 
     def run(self) -> None:
         owed: set[int] = set()  # filmed sub-envs whose frame of the last step is still to be collected
@@ -225,7 +226,7 @@ class _Segment:
             self.bars.started(unit.task)
             init_state = int(info[INIT_STATE_KEY][i])
             video = videos.start(unit.task, unit.index) if videos is not None and videos.wants(unit.index) else None
-            trace = [] if step_recorder() is not None else None
+            trace = [] if self.ctx.recorder is not None else None
             self.running[i] = Episode(unit, None if init_state < 0 else init_state, now, video, trace=trace)
             self.texts[i] = unit.task.description
         self.starting = {}
@@ -259,7 +260,7 @@ class _Segment:
                 running[i] = None
                 timing = cast(RunsOnClock, self.ctx.policy).row_timing(i) if self.clocked else None
                 record = episode.record(timing)
-                episode.hand_over(record)
+                episode.hand_over(record, self.ctx.recorder)
                 self._recorded(episode.task, record)
                 self._free(i, episode.task, starts)
         if starts:

@@ -38,7 +38,7 @@ from lerobot_hydra.run.sink import DirSink, MemorySink, Publication, RecordSink
 from lerobot_hydra.run.warm import Warm
 from lerobot_hydra.run.work import planned_for
 from lerobot_hydra.schemas.schema import EvalConfig
-from lerobot_hydra.vector.faults import WorkerFaults, using_worker_faults
+from lerobot_hydra.vector.faults import WorkerFaults
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -104,20 +104,19 @@ class RunContext:
             return
         videos = self._videos(work)
         try:
-            with using_worker_faults(self.faults):
-                evaluate(
-                    self._lanes(render=videos is not None),
-                    work,
-                    self.policy,
-                    record or self.record,
-                    Progress(self.eval_cfg.progress_interval_s),
-                    videos,
-                    make_pools=self.pools,
-                )
+            evaluate(
+                self._lanes(render=videos is not None),
+                work,
+                self.policy,
+                record or self.record,
+                Progress(self.eval_cfg.progress_interval_s),
+                videos,
+                make_pools=self.pools,
+            )
         except RunInterrupted:
             raise
         except BaseException:
-            self.pools.close()
+            self.pools.clear()
             raise
         finally:
             if videos is not None:
@@ -136,6 +135,8 @@ class RunContext:
             render=render,
             mixes_tasks=p.policy.resets_rows(),
             skip_unread=ev.render == "read",
+            faults=self.faults,
+            recorder=self.recorder,
         )
 
     def _videos(self, work: list[TaskWork]) -> VideoRecorder | None:

@@ -1,4 +1,4 @@
-"""What a worker's loss or failure looks like to the parent, and the process-wide settings for it.
+"""What a worker's loss or failure looks like to the parent, and a run's settings for it (`WorkerFaults`).
 
 A worker is lost when its process ends (any signal, any exit) or when a call (step, reset, a simulator build) gets
 no answer within `eval.step_timeout_s` (the watchdog; the worker is then killed). The vector env raises
@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import signal
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,24 +29,6 @@ class WorkerFaults:
     # What a simulator that raises (or returns a non-finite reward or observation) does to the run: "record" runs
     # the episode once more in a fresh worker, then records it as an error episode; "stop" ends the run in one line.
     on_error: str = "record"
-
-
-_settings = [WorkerFaults()]
-
-
-def worker_faults() -> WorkerFaults:
-    return _settings[-1]
-
-
-@contextmanager
-def using_worker_faults(settings: WorkerFaults) -> Iterator[None]:
-    """`settings` for every vector env and rollout of this process while the block runs (eval.step_timeout_s,
-    eval.worker_retries, eval.on_error)."""
-    _settings.append(settings)
-    try:
-        yield
-    finally:
-        _settings.remove(settings)
 
 
 def describe_exit(exitcode: int | None, timeout_s: float | None = None) -> str:

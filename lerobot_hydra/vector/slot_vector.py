@@ -60,6 +60,7 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         # Sub-envs whose next step's observation nobody reads: they leave their cameras undrawn (`DrawsOnDemand`).
         self.blind_slots: frozenset[int] = frozenset()
         self._parked: dict[int, str] = {}  # workers busy with a started call (`start_call`), skipped by step()
+        self.step_timeout_s = faults.WorkerFaults.step_timeout_s  # the watchdog's limit (its pool sets the run's)
         self._envs: list[gym.Env] = []
         self._conns: list[Any] = []
         self._processes: list[Any] = []
@@ -180,7 +181,7 @@ class SlotVectorEnv(gym.vector.VectorEnv):
         answers; with `wait`, blocks until at least one has."""
         busy = [self._conns[i] for i in indices if i in self._parked]
         if wait and busy and len(busy) == len(indices):
-            timeout = faults.worker_faults().step_timeout_s
+            timeout = self.step_timeout_s
             if not multiprocessing.connection.wait(busy, timeout):
                 wedged = [i for i in indices if i in self._parked]
                 for index in wedged:
@@ -274,7 +275,7 @@ class SlotVectorEnv(gym.vector.VectorEnv):
     def _receive(self, index: int) -> bytes:
         """The next answer of worker `index`; `WorkerLost` when it died or gives none within the watchdog's
         limit (then it is killed)."""
-        conn, timeout = self._conns[index], faults.worker_faults().step_timeout_s
+        conn, timeout = self._conns[index], self.step_timeout_s
         try:
             if not conn.poll(timeout):
                 self._processes[index].kill()

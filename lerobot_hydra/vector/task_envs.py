@@ -73,6 +73,10 @@ class EnvPool:
         self.num_envs = n_envs
         self.tasks: list[TaskSpec | None] = [None] * n_envs  # the task each slot is bound to
 
+    def watch(self, step_timeout_s: float) -> None:
+        """The watchdog's limit on each call of the workers (eval.step_timeout_s): past it, a worker is killed."""
+        self.vec.step_timeout_s = step_timeout_s
+
     @property
     def in_workers(self) -> bool:
         return self.vec.in_workers

@@ -17,7 +17,7 @@ import pytest
 
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.rollout.recovery import SimulatorFailed
-from lerobot_hydra.vector.faults import WorkerFaults, using_worker_faults
+from lerobot_hydra.vector.faults import WorkerFaults
 from tests.conftest import ROOT, read_json, run_eval
 from tests.helpers.counting_env import CountingEnvConfig
 from tests.rollout.test_vector import run
@@ -51,8 +51,8 @@ def test_an_error_in_one_lane_stops_the_other_lanes_at_their_next_step(tmp_path:
     cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=2, fail_on_episode=1, step_sleep_s=0.01)
     records: list[EpisodeRecord] = []
     stop = WorkerFaults(on_error="stop")
-    with using_worker_faults(stop), pytest.raises(SimulatorFailed, match="episode 1 fails on purpose"):
-        run(cfg, n_episodes=40, batch=1, use_async=False, lanes=2, on_record=records.append)
+    with pytest.raises(SimulatorFailed, match="episode 1 fails on purpose"):
+        run(cfg, n_episodes=40, batch=1, use_async=False, lanes=2, on_record=records.append, faults=stop)
     other_lane = [r for r in records if r.task_id == 1]
     assert len(other_lane) < 40, "the other lane ran all its episodes before the error was raised"
 

@@ -25,7 +25,10 @@ from lerobot_hydra.rollout.lanes import LaneSettings, evaluate
 from lerobot_hydra.rollout.progress import Progress
 from lerobot_hydra.rollout.runner import TaskWork
 from lerobot_hydra.run.pools import KeptPools
+from lerobot_hydra.vector.faults import WorkerFaults
 from tests.helpers.counting_env import CountingEnv, CountingEnvConfig, events
+
+DEFAULT_FAULTS = WorkerFaults()
 
 
 def run(
@@ -38,6 +41,7 @@ def run(
     policy: Callable[[], RandomPolicy] | None = None,
     warm: KeptPools | None = None,
     mixes_tasks: bool = True,
+    faults: WorkerFaults = DEFAULT_FAULTS,
 ) -> list[EpisodeRecord]:
     records: list[EpisodeRecord] = []
     _, action_space = cfg.spaces(cfg.tasks()[0])
@@ -52,6 +56,7 @@ def run(
             use_async,
             lanes,
             mixes_tasks=mixes_tasks,  # RandomPolicy resets rows one at a time: declared by its config
+            faults=faults,
         ),
         work,
         policy or (lambda: RandomPolicy(action_space)),

@@ -16,7 +16,7 @@ from devkit.worker_kills import kill_a_worker, outcomes, start_eval, wait_for_re
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.core.records import EpisodeRecord
 from lerobot_hydra.rollout.recovery import SimulatorFailed
-from lerobot_hydra.vector.faults import WorkerFaults, using_worker_faults
+from lerobot_hydra.vector.faults import WorkerFaults
 from tests.conftest import run_eval
 from tests.helpers.counting_env import CountingEnvConfig, events
 from tests.rollout.test_vector import run
@@ -41,8 +41,8 @@ def test_a_lost_worker_is_replaced_and_the_records_equal_an_undisturbed_run(
 ) -> None:
     # Task 0's episode 3 loses its worker at its first step: SIGKILLed, or wedged until the watchdog kills it.
     cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=2, fault=fault, fault_episode=3, step_sleep_s=0.001)
-    with using_worker_faults(WorkerFaults(step_timeout_s=5.0 if fault == "hang" else 300.0)):
-        records = run(cfg, n_episodes=6, batch=2, use_async=True)
+    watchdog = WorkerFaults(step_timeout_s=5.0 if fault == "hang" else 300.0)
+    records = run(cfg, n_episodes=6, batch=2, use_async=True, faults=watchdog)
     assert without_wall_time(records) == undisturbed(tmp_path, 6)
     log = events(tmp_path)
     assert [e["kind"] for e in log if e["event"] == "fault"] == [fault]
@@ -56,8 +56,8 @@ def test_a_lost_worker_is_replaced_and_the_records_equal_an_undisturbed_run(
 def test_a_worker_lost_too_often_on_one_episode_ends_the_run_in_one_line(tmp_path: Path) -> None:
     cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=1, fault="kill", fault_episode=2, fault_times=10)
     records: list[EpisodeRecord] = []
-    with using_worker_faults(WorkerFaults(worker_retries=2)), pytest.raises(UserError) as err:
-        run(cfg, n_episodes=4, batch=2, use_async=True, on_record=records.append)
+    with pytest.raises(UserError) as err:
+        run(cfg, n_episodes=4, batch=2, use_async=True, on_record=records.append, faults=WorkerFaults(worker_retries=2))
     line = str(err.value)
     assert "\n" not in line
     assert re.fullmatch(
@@ -75,8 +75,8 @@ def test_a_worker_lost_too_often_on_one_episode_ends_the_run_in_one_line(tmp_pat
 def test_a_simulator_exception_is_one_line_naming_env_task_episode_and_step(tmp_path: Path, use_async: bool) -> None:
     cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=1, fault="raise", fault_episode=2)
     records: list[EpisodeRecord] = []
-    with using_worker_faults(STOP), pytest.raises(SimulatorFailed) as err:
-        run(cfg, n_episodes=4, batch=2, use_async=use_async, on_record=records.append)
+    with pytest.raises(SimulatorFailed) as err:
+        run(cfg, n_episodes=4, batch=2, use_async=use_async, on_record=records.append, faults=STOP)
     line = str(err.value)
     assert "\n" not in line
     assert line.startswith(
@@ -93,8 +93,8 @@ def test_a_simulator_exception_is_one_line_naming_env_task_episode_and_step(tmp_
 def test_a_simulator_exception_in_reset_names_the_reset(tmp_path: Path, use_async: bool) -> None:
     cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=1, fail_on_episode=1)
     match = r"^the Counting simulator raised in reset of episode 1 of task count/0 "
-    with using_worker_faults(STOP), pytest.raises(SimulatorFailed, match=match):
-        run(cfg, n_episodes=3, batch=2, use_async=use_async)
+    with pytest.raises(SimulatorFailed, match=match):
+        run(cfg, n_episodes=3, batch=2, use_async=use_async, faults=STOP)
 
 
 # Random actions on two MetaWorld tasks, two workers: 8 episodes of 100 steps (~0.2 s each).
