@@ -88,7 +88,7 @@ class FaultyTaskEnv:
     def _fails_now(self) -> bool:
         if self.mode == ALWAYS:
             return True
-        marker = Path(self.settings.fault_dir) / f"{self.task.group}_{self.task.task_id}_{self.episode}"
+        marker = Path(self.settings.fault_dir) / f"{self.task.task_group}_{self.task.task_id}_{self.episode}"
         try:
             os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:

@@ -39,7 +39,9 @@ def plan_once(n_episodes: int) -> tuple[float, int, int]:
             at_start = store.path.stat().st_size
             task = TASKS[0]
             for k in range(RECORDED):
-                record = EpisodeRecord(task.group, task.task_id, task.name, task.description, k, k, True, 1, 1, 5, 0.1)
+                record = EpisodeRecord(
+                    task.task_group, task.task_id, task.name, task.description, k, k, True, 1, 1, 5, 0.1
+                )
                 store.add(record)
             while_running = store.path.stat().st_size
     return elapsed, at_start, while_running

@@ -33,9 +33,9 @@ log = logging.getLogger("lerobot_hydra")
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """One task of a benchmark; `group`/`task_id` follow LeRobot's `task_group`/`task_id` naming."""
+    """One task of a benchmark; `task_group`/`task_id` as LeRobot names them."""
 
-    group: str
+    task_group: str
     task_id: int
     name: str
     description: str
@@ -43,11 +43,11 @@ class TaskSpec:
 
     @property
     def key(self) -> TaskKey:
-        return (self.group, self.task_id)
+        return (self.task_group, self.task_id)
 
     @property
     def label(self) -> str:
-        return f"{self.group}/{self.task_id}"
+        return f"{self.task_group}/{self.task_id}"
 
 
 class TaskEnv(Protocol):

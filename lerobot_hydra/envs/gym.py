@@ -79,7 +79,7 @@ class GymEnvConfig(EnvConfig):
         name = self.gym_id.split("/")[-1]
         group = self.group or name.rsplit("-v", 1)[0]
         description = str(self.task) if self.task else self.gym_id
-        return [TaskSpec(group=group, task_id=0, name=name, description=description, max_steps=self._spec[0])]
+        return [TaskSpec(task_group=group, task_id=0, name=name, description=description, max_steps=self._spec[0])]
 
     def spaces(self, task: TaskSpec) -> tuple[Any, Any]:
         return self._spec[1], self._spec[2]

@@ -50,7 +50,7 @@ class LiberoTaskEnv(DrawsOnDemand):
         self.task = task
         self.observation_space, self.action_space = config.spaces(task)
         self.metadata = {"render_modes": ["rgb_array"], "render_fps": config.fps}
-        libero_task = load_suite(task.group).get_task(task.task_id)
+        libero_task = load_suite(task.task_group).get_task(task.task_id)
         bddl = Path(get_libero_path("bddl_files")) / libero_task.problem_folder / libero_task.bddl_file
         init_states = Path(get_libero_path("init_states")) / libero_task.problem_folder / libero_task.init_states_file
         self._init_states = load_pro_init_states(init_states) if config.pro else load_init_states(init_states)

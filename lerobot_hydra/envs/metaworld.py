@@ -122,7 +122,7 @@ class MetaWorldEnvConfig(EnvConfig):
         descriptions = task_catalog()["descriptions"]
         max_steps = self.episode_length or MAX_PATH_LENGTH
         return [
-            TaskSpec(group=group, task_id=i, name=name, description=descriptions[name], max_steps=max_steps)
+            TaskSpec(task_group=group, task_id=i, name=name, description=descriptions[name], max_steps=max_steps)
             for group, names in expand_tasks(self.task)
             for i, name in enumerate(names)
         ]

@@ -42,7 +42,7 @@ _ABORT = "abort"
 
 def video_path(task: TaskSpec, episode_index: int) -> str:
     """Path of an episode's video relative to the run dir."""
-    return layout_video_path(task.group, task.task_id, episode_index)
+    return layout_video_path(task.task_group, task.task_id, episode_index)
 
 
 def as_rgb_frame(frame: Any) -> np.ndarray:
@@ -179,8 +179,8 @@ class VideoRecorder:
 
     def _lost(self, task: TaskSpec) -> None:
         with self._lock:
-            first = task.group not in self._lost_groups
-            self._lost_groups.add(task.group)
+            first = task.task_group not in self._lost_groups
+            self._lost_groups.add(task.task_group)
         if first:
             log.warning("%s: the env's render() returned no frame, so its episodes get no video", task.label)
 

@@ -109,8 +109,8 @@ class EpisodeErrors:
             task, where = unit.task, _where(err, step)
             return UserError(
                 f"the env {env_label(self.config)} returned {err.what} {where} of episode {unit.index} of task "
-                f"{task.group}/{task.task_id} {task.name}: a broken env, whose results would be meaningless; fix the "
-                "env (or eval.on_error=record to record such episodes as errors and go on)"
+                f"{task.label} {task.name}: a broken env, whose results would be meaningless; fix the env (or "
+                "eval.on_error=record to record such episodes as errors and go on)"
             )
         return self.recovery.simulator_failed(err, unit, step)
 

@@ -31,7 +31,7 @@ class Unit:
         """This episode's record with `outcome` (success, rewards, steps, ...: the fields past its identity)."""
         task = self.task
         return EpisodeRecord(
-            task_group=task.group,
+            task_group=task.task_group,
             task_id=task.task_id,
             task_name=task.name,
             task=task.description,

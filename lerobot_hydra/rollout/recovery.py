@@ -33,7 +33,7 @@ class SimulatorFailed(UserError):
 
 
 def task_label(task: TaskSpec) -> str:
-    return f"{task.group}/{task.task_id} {task.name}"
+    return f"{task.task_group}/{task.task_id} {task.name}"
 
 
 def episode_label(unit: Unit | None, task: TaskSpec | None) -> str:

@@ -131,7 +131,7 @@ class ShardFile:
             "identity": identity,
             "label": label,
             "tasks": [
-                {"task_group": t.group, "task_id": t.task_id, "name": t.name, "task": t.description} for t in tasks
+                {"task_group": t.task_group, "task_id": t.task_id, "name": t.name, "task": t.description} for t in tasks
             ],
             "plan": [block.to_dict() for block in plan],
             "provenance": provenance,

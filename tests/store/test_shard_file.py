@@ -26,7 +26,7 @@ TASKS = [TaskSpec("easy", i, f"task-{i}", f"do task {i}", 20) for i in range(2)]
 
 def record(task: TaskSpec, k: int) -> EpisodeRecord:
     return EpisodeRecord(
-        task.group, task.task_id, task.name, task.description, k, 1000 + k, k % 2 == 0, 1.5, 1.0, 9, 0.25
+        task.task_group, task.task_id, task.name, task.description, k, 1000 + k, k % 2 == 0, 1.5, 1.0, 9, 0.25
     )
 
 

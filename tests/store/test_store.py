@@ -88,7 +88,7 @@ def two_shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 def test_a_second_process_is_refused_and_a_dead_holders_lock_is_taken_over(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    workload = (*RANDOM, "eval.n_episodes=30", "env.episode_length=300")
+    workload = (*RANDOM, "eval.n_episodes=40", "env.episode_length=500")  # ~20 s: the second starts meanwhile
     first = start_eval(run_dir, *workload)
     try:
         wait_for(lambda: recorded(run_dir) >= 1, first)
@@ -104,7 +104,7 @@ def test_a_second_process_is_refused_and_a_dead_holders_lock_is_taken_over(tmp_p
     resumed = run_eval(*workload, out_dir=run_dir)
     assert f"took over the lock of {run_dir} from an evaluation (pid {first.pid} " in resumed.stdout + resumed.stderr
     units = [(r["task_group"], r["episode_index"]) for r in read_episodes(run_dir)]
-    assert len(units) == len(set(units)) == 30, "every episode recorded once"
+    assert len(units) == len(set(units)) == 40, "every episode recorded once"
     assert not (run_dir / ".lerobot_hydra.lock").exists(), "a run that ends lets go of its dir"
 
 
@@ -285,7 +285,7 @@ def test_an_mt50_plan_of_20000_episodes_per_task_is_stored_in_a_few_kilobytes(tm
         for k in (13_334, 13_335):
             store.add(
                 EpisodeRecord(
-                    task.group, task.task_id, task.name, task.description, k, 1000 + k, True, 1.0, 1.0, 5, 0.1
+                    task.task_group, task.task_id, task.name, task.description, k, 1000 + k, True, 1.0, 1.0, 5, 0.1
                 )
             )
         work = plan_work(tasks, plan, store)
@@ -295,7 +295,7 @@ def test_an_mt50_plan_of_20000_episodes_per_task_is_stored_in_a_few_kilobytes(tm
     assert work[0].episodes[0] == 13_336 and work[0].done == 2 and work[0].successes == 2
     saved = read_json(store.path)
     assert saved["complete"] is False and saved["plan"][0] == {
-        "task_group": task.group,
+        "task_group": task.task_group,
         "task_id": task.task_id,
         "first": 13_334,
         "last": 19_999,

@@ -170,9 +170,9 @@ def narrowed(name: str, settings: dict[str, Any], task: TaskSpec) -> dict[str, A
     fields = {f.name for f in dataclasses.fields(type_class(name))}
     out = dict(settings)
     if "task_ids" in fields:
-        out.update(task=task.group, task_ids=[task.task_id])
+        out.update(task=task.task_group, task_ids=[task.task_id])
     elif "task" in fields and "," in str(settings.get("task", "")):
-        out["task"] = task.group
+        out["task"] = task.task_group
     return out
 
 
@@ -181,7 +181,7 @@ class LeRobotTaskEnv:
 
     def __init__(self, name: str, settings: dict[str, Any], trust_remote_code: bool, task: TaskSpec) -> None:
         envs = make_envs(name, narrowed(name, settings, task), trust_remote_code)
-        vec = envs.get(task.group, {}).pop(task.task_id, None)
+        vec = envs.get(task.task_group, {}).pop(task.task_id, None)
         close_all(envs)
         if vec is None:
             raise UserError(f"env.type={name} no longer builds task {task.label}; its settings changed")

@@ -27,7 +27,7 @@ class PairedRounds:
         self.base, self.decided, self.round_size = base, decided, round_size
         self.keys = [t.key for t in base.parts.tasks]
         self.dropped: dict[str, int] = {}  # task label -> pairs left out for an error episode
-        decided.names = {t.key: task_label(t.group, t.task_id, t.name) for t in base.parts.tasks}
+        decided.names = {t.key: task_label(t.task_group, t.task_id, t.name) for t in base.parts.tasks}
         self.plan: list[TaskBlock] = []  # the candidate's
         self.final = True  # the comparison's end is both sides' runs' end
 

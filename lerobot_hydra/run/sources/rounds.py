@@ -33,7 +33,7 @@ class Rounds:
     def __init__(self, plan: list[TaskBlock], tasks: list[TaskSpec], seq: SequentialConfig, n_max: int) -> None:
         self.plan, self.tasks, self.seq = plan, tasks, seq
         self.decided = TaskStops(asdict(seq), n_max)
-        self.decided.names = {t.key: task_label(t.group, t.task_id, t.name) for t in tasks}
+        self.decided.names = {t.key: task_label(t.task_group, t.task_id, t.name) for t in tasks}
         self.final = False
         self._round_end: int | None = None  # the round running now
 

@@ -115,7 +115,7 @@ class VlaEvalPolicy(RowResettablePolicy):
                 row.session = self.config.session()
             # As vla-eval's runner: the task's scalar fields (its name is the language instruction).
             row.session.send(
-                "episode_start", {"task": {"name": task.description, "suite": task.group, "task_id": task.task_id}}
+                "episode_start", {"task": {"name": task.description, "suite": task.task_group, "task_id": task.task_id}}
             )
             row.running = True
 
