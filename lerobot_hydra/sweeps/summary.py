@@ -187,6 +187,7 @@ def _row(entry: SweepEntry, arm: str, sweep_dir: Path) -> dict[str, Any]:
         "seed": entry.seed,
         "num_shards": entry.num_shards,
         **_rate(overall),
+        **({"not_reproducible": why} if (why := entry.results.not_reproducible) else {}),
         "eval_s": entry.results.eval_s,
         "eval_info": str(path.relative_to(sweep_dir)) if path.is_relative_to(sweep_dir) else str(path),
     }
