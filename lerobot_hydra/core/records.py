@@ -43,6 +43,9 @@ class EpisodeRecord:
     latency_ms: list[float] | None = None
     infer_ms: list[float] | None = None
     held_steps: int | None = None
+    # Why this episode cannot be run again to the same outcome (eval.clock.mode=measured: its latencies are this
+    # device's wall times); None: it can, from its seed, task and episode index.
+    not_reproducible: str | None = None
 
     @property
     def errored(self) -> bool:

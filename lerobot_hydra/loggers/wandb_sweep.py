@@ -1,5 +1,5 @@
 """What the W&B run of a sweep (job_type `sweep`) logs: the summary of its combinations, the multi-seed pools and
-the comparisons with the baseline, as tables and summary metrics, plus the sweep's plots."""
+the comparisons with the baseline and the latency curves, as tables and summary metrics, plus the sweep's plots."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ COMPARISON_COLUMNS = [
     "verdict",
 ]
 SEED_COLUMNS = ["arm", "seed", "n_episodes", "pc_success", "ci95_low", "ci95_high"]
+CURVE_COLUMNS = ["curve", "reference", "latency_ms", "n_episodes", "pc_success", "ci95_low", "ci95_high"]
+CURVE_COLUMNS += ["diff_pc", "diff_ci95_low", "diff_ci95_high", "p_value", "mean_steps", "mean_held_steps"]
 
 
 def sweep_payload(wandb: Any, summary: dict[str, Any], images: dict[str, Path]) -> dict[str, Any]:
@@ -42,6 +44,8 @@ def sweep_payload(wandb: Any, summary: dict[str, Any], images: dict[str, Path]) 
             for s in [*pool["per_seed"], {"seed": "pooled", **pool["pooled"]}]
         ]
         payload["multi_seed"] = wandb.Table(columns=SEED_COLUMNS, data=seeds)
+    if summary.get("latency_curves"):
+        payload["latency_curve"] = wandb.Table(columns=CURVE_COLUMNS, data=curve_rows(summary))
     for key, path in images.items():
         payload[f"plots/{key}"] = wandb.Image(str(path))
     return payload
@@ -60,9 +64,22 @@ def comparison_rows(summary: dict[str, Any]) -> list[list[Any]]:
     return out
 
 
+def curve_rows(summary: dict[str, Any]) -> list[list[Any]]:
+    """One row per latency of each latency curve (sweeps/latency_curve.py)."""
+    out = []
+    for curve in summary["latency_curves"]:
+        for p in curve["points"]:
+            diff_ci = p["ci95_diff_pc"] or [None, None]
+            head = [curve["series"], curve["reference"], p["latency_ms"], p["n_episodes"], p["pc_success"]]
+            tail = [p["diff_pc"], *diff_ci, p["p_value"], p["mean_steps"], p["mean_held_steps"]]
+            out.append([*head, *p["ci95_pc_success"], *tail])
+    return out
+
+
 def sweep_metrics(summary: dict[str, Any]) -> dict[str, float]:
-    """`compare/<candidate>/{diff_pc, ci95_low, ci95_high, p_value}` (overall) and
-    `multi_seed/<arm or all>/{pc_success, std_pc_success}` (pooled)."""
+    """`compare/<candidate>/{diff_pc, ci95_low, ci95_high, p_value}` (overall),
+    `multi_seed/<arm or all>/{pc_success, std_pc_success}` (pooled) and
+    `latency/<curve or all>/<ms>/{pc_success, diff_pc}` (each latency curve's points)."""
     out: dict[str, float] = {}
     for c in summary["comparisons"]:
         overall = c["overall"]
@@ -73,4 +90,10 @@ def sweep_metrics(summary: dict[str, Any]) -> dict[str, float]:
         arm = pool["arm"] or "all"
         out[f"multi_seed/{arm}/pc_success"] = pool["pooled"]["pc_success"]
         out[f"multi_seed/{arm}/std_pc_success"] = pool["std_pc_success"]
+    for curve in summary.get("latency_curves") or []:
+        for p in curve["points"]:
+            key = f"latency/{curve['series'] or 'all'}/{p['latency_ms']:g}"
+            out[f"{key}/pc_success"] = p["pc_success"]
+            if p["diff_pc"] is not None:
+                out[f"{key}/diff_pc"] = p["diff_pc"]
     return out

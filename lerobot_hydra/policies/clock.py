@@ -55,6 +55,9 @@ def blend(name: str, old: Any, new: Any) -> Any:
     return w_old * old + w_new * new
 
 
+MEASURED = "eval.clock.mode=measured: its latencies are this device's wall times"
+
+
 @dataclass
 class RowTiming:
     """What an episode's inferences cost: recorded with it (core/records.py)."""
@@ -64,6 +67,7 @@ class RowTiming:
     latency_ms: list[float] = field(default_factory=list)  # the latency each was charged (modeled or measured)
     infer_ms: list[float] = field(default_factory=list)  # the wall time of the forward pass it was part of
     held_steps: int = 0  # steps the row held its last action, its queue empty while a chunk was in flight
+    not_reproducible: str | None = None  # why the episode cannot be replayed (measured latency), else None
 
     def add(self, steps: int, charged_ms: float | None, wall_ms: float) -> None:
         self.inferences += 1
@@ -79,6 +83,7 @@ class RowTiming:
             "latency_ms": list(self.latency_ms) if self.latency_ms else None,
             "infer_ms": list(self.infer_ms),
             "held_steps": self.held_steps,
+            "not_reproducible": self.not_reproducible,
         }
 
 
@@ -99,7 +104,7 @@ class TimedRow:
         self.chunk_size = 0  # the longest chunk received (LeRobot's action_chunk_size)
         self.flight: tuple[int, int, list[Any]] | None = None  # (steps until it joins, first timestep, actions)
         self.last: Any = None
-        self.timing = RowTiming()
+        self.timing = RowTiming(not_reproducible=MEASURED if clock.config.mode == "measured" else None)
         self.draws = latency_draws(clock.config, seed, task)
 
     def wants_chunk(self) -> bool:

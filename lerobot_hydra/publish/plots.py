@@ -1,4 +1,5 @@
-"""Figures drawn from typed results: success per task with its 95% interval, and success across a sweep.
+"""Figures drawn from typed results: success per task with its 95% interval, success across a sweep, and a
+sweep's latency curve.
 
 matplotlib is imported inside the functions and drawn through its Agg canvas (no pyplot, no global
 backend), so plotting is safe in any process and thread.
@@ -198,5 +199,44 @@ def steps_cdf(named: Sequence[tuple[str, Sequence[EpisodeRecord]]], path: Path) 
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     ax.set_title("Steps to success (successful episodes only)", fontsize=10)
+    fig.savefig(path)
+    return path
+
+
+def latency_curve(curves: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Each latency curve (sweeps/latency_curve.py): success against modeled latency with its Wilson interval
+    (left), and the paired difference from the curve's reference latency with its 95% interval (right)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11.0, 4.0), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    rate, diff = fig.subplots(1, 2, sharex=True)
+    for i, curve in enumerate(curves):
+        points, colour = curve["points"], f"C{i % 10}"
+        xs = [p["latency_ms"] for p in points]
+        pcs = [p["pc_success"] or 0.0 for p in points]
+        errs = [[pc - p["ci95_pc_success"][0] for pc, p in zip(pcs, points, strict=True)]]
+        errs.append([p["ci95_pc_success"][1] - pc for pc, p in zip(pcs, points, strict=True)])
+        label = _short(curve["series"] or "success", 40)
+        rate.errorbar(xs, pcs, yerr=errs, marker="o", capsize=3, color=colour, label=label)
+        # The reference sits at 0 by definition; the others carry their paired interval.
+        diffs = [p["diff_pc"] or 0.0 for p in points]
+        low = [d - (p["ci95_diff_pc"] or [d])[0] for d, p in zip(diffs, points, strict=True)]
+        high = [(p["ci95_diff_pc"] or [d, d])[1] - d for d, p in zip(diffs, points, strict=True)]
+        diff.errorbar(xs, diffs, yerr=[low, high], marker="D", capsize=3, color=colour, label=label)
+    rate.set_ylim(0, 102)
+    rate.set_xlabel("modeled inference latency (ms)")
+    rate.set_ylabel("success rate (%), bars: 95% Wilson interval")
+    if len(curves) > 1:
+        rate.legend(fontsize=8, loc="lower left")
+    diff.axhline(0, color="black", linewidth=1)
+    diff.set_ylim(-105, 105)
+    diff.set_xlabel("modeled inference latency (ms)")
+    diff.set_ylabel("difference from the reference (points), 95% CI")
+    for ax in (rate, diff):
+        ax.grid(alpha=0.3)
+    reference = curves[0]["reference"] if curves else ""
+    fig.suptitle(f"Success against latency; differences paired against {_short(reference, 50)}", fontsize=10)
     fig.savefig(path)
     return path

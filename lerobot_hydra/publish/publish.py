@@ -12,7 +12,14 @@ from typing import Any
 
 from lerobot_hydra.core.durable import write_json_atomic
 from lerobot_hydra.core.errors import UserError
-from lerobot_hydra.core.layout import COMPARISON_PLOT, EVAL_INFO_FILE, STEPS_PLOT, SUCCESS_PLOT, SWEEP_HEATMAP
+from lerobot_hydra.core.layout import (
+    COMPARISON_PLOT,
+    EVAL_INFO_FILE,
+    LATENCY_PLOT,
+    STEPS_PLOT,
+    SUCCESS_PLOT,
+    SWEEP_HEATMAP,
+)
 from lerobot_hydra.loggers.base import ExperimentLogger, RunMeta, build_loggers
 from lerobot_hydra.loggers.run_meta import merged_run, sweep_run
 from lerobot_hydra.publish import report
@@ -78,9 +85,9 @@ def publish_sweep(
     config: Mapping[str, Any] | None = None,
 ) -> Path | None:
     """For a sweep of more than one combination (label, merged results): `sweep_heatmap.png` in `sweep_dir`, and
-    with its `summary` (summary.sweep_summary) the forest plot of its comparisons, its report.html and, when
-    `config` (a combination's config) names experiment loggers, the sweep's run in each. Returns the heatmap's
-    path, or None."""
+    with its `summary` (summary.sweep_summary) the forest plot of its comparisons, its latency curve, its
+    report.html and, when `config` (a combination's config) names experiment loggers, the sweep's run in each.
+    Returns the heatmap's path, or None."""
     if len(results) < 2:
         return None
     from lerobot_hydra.publish import plots
@@ -104,6 +111,11 @@ def publish_sweep(
         if forest is not None:
             images["comparison_forest"] = forest
             print(f"Comparison plot: {forest}", flush=True)
+    if summary.get("latency_curves"):
+        curve = _draw("the latency curve", plots.latency_curve, summary["latency_curves"], sweep_dir / LATENCY_PLOT)
+        if curve is not None:
+            images["latency_curve"] = curve
+            print(f"Latency curve: {curve}", flush=True)
     _page("the sweep", report.sweep_report, summary, sweep_dir, images)
     loggers = _config_loggers(config)
     if loggers and config is not None:

@@ -3,9 +3,9 @@ a sweep of several combinations, to open from disk in any browser, without a ser
 
 A run's page: the results table with 95% intervals, the success plot, the first filmed episode of each task playing
 inline, and the provenance when eval_info has one. A sweep's page: the combinations (linked to their own pages),
-the multi-seed pools, the comparisons with the baseline, the heatmap and the forest plot. Plots are embedded as
-base64 PNG; videos are referenced by their relative path (they sit beside the page) rather than embedded, which
-would double their size. No external script, style sheet or font.
+the multi-seed pools, the comparisons with the baseline, the heatmap, the forest plot and the latency curves. Plots
+are embedded as base64 PNG; videos are referenced by their relative path (they sit beside the page) rather than
+embedded, which would double their size. No external script, style sheet or font.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 from lerobot_hydra.core.durable import write_text_atomic
 from lerobot_hydra.core.layout import REPORT_FILE
+from lerobot_hydra.publish.report_curves import curve_section
 from lerobot_hydra.results.aggregate import Results, Summary
 from lerobot_hydra.results.table import ci_text, pc_text, table_rows
 
@@ -29,6 +30,7 @@ _IMAGE_HEADINGS = {
     "comparison_forest": "Differences from the baseline",
     "sweep_heatmap": "Success across the sweep",
     "steps_cdf": "Steps to success",
+    "latency_curve": "Success against latency",
 }
 
 _CSS = """
@@ -110,7 +112,8 @@ def sweep_report(summary: dict[str, Any], sweep_dir: Path, images: Mapping[str, 
     parts = [
         f"<h1>Sweep {_e(sweep_dir.name)}</h1>",
         f'<p class="sub">{_e(str(sweep_dir))}: {len(rows)} combinations</p>',
-        *_images(images, ("comparison_forest", "sweep_heatmap", "steps_cdf")),
+        *_images(images, ("latency_curve", "comparison_forest", "sweep_heatmap", "steps_cdf")),
+        *curve_section(summary),
         *_many(summary),
         "<h2>Combinations</h2>",
         _table(

@@ -76,6 +76,12 @@ class Results:
     def eval_ep_s(self) -> float | None:
         return self.eval_s / len(self.episodes) if self.episodes else None
 
+    @property
+    def not_reproducible(self) -> list[str]:
+        """Why some episodes cannot be run again to the same outcome (their records say, e.g. a measured
+        eval.clock); empty when every one can."""
+        return sorted({r.not_reproducible for r in self.episodes if r.not_reproducible})
+
     def task(self, key: TaskKey) -> TaskSummary | None:
         return next((t for t in self.tasks if t.key == key), None)
 

@@ -3,9 +3,10 @@
 The layout is LeRobot's (`per_task[{task_group, task_id, task_name, task, n_episodes, n_success, pc_success,
 pc_success_ci95, metrics}]`, `per_group`, `overall`, the counts and 95% Wilson intervals in percent at every level as
 LeRobot's eval writes them since its Wilson intervals landed) plus `n_errors` at every level (error episodes, left
-out of the counts, rates and per-episode metrics), every episode record (error episodes included), the provenance
-and, for a single run, `complete`. Nothing else builds or indexes it: the reader rebuilds the typed results from the
-episode records through the one aggregation.
+out of the counts, rates and per-episode metrics), every episode record (error episodes included), the provenance,
+`not_reproducible` (why, when some episodes cannot be run again to the same outcome) and, for a single run,
+`complete`. Nothing else builds or indexes it: the reader rebuilds the typed results from the episode records
+through the one aggregation.
 
 `lerobot-eval`'s own eval_info.json has no episode records: `lerobot_eval_records` reads its per-task lists
 (successes, rewards, seeds) as records, so a comparison can take it as one side.
@@ -78,6 +79,8 @@ def to_eval_info(results: Results) -> dict[str, Any]:
         "overall": {**_summary(results.overall), "eval_s": results.eval_s, "eval_ep_s": results.eval_ep_s},
         "episodes": [r.to_dict() for r in results.episodes],
     }
+    if results.not_reproducible:  # e.g. a measured eval.clock: running it again gives other episodes
+        info["not_reproducible"] = results.not_reproducible
     if results.provenance is not None:
         info["provenance"] = results.provenance
     if results.complete is not None:

@@ -79,6 +79,7 @@ def format_table(results: Results, title: str = "") -> str:
         lines.append(fmt.format(*row))
     if errors:
         lines.append(error_note(results.overall.n_errors))
+    lines += [f"Not reproducible: {reason}" for reason in results.not_reproducible]
     return "\n".join(lines)
 
 

@@ -92,5 +92,6 @@ def check_clock(clock: ClockConfig) -> None:
     if clock.hold not in HOLDS:
         raise UserError(
             f"eval.clock.hold={clock.hold!r} is not supported: a row whose queue ran dry repeats its last action "
-            "(eval.clock.hold=repeat)"
+            "(eval.clock.hold=repeat); no env here has an action that leaves the robot as it is (a zero action "
+            "still drives the gripper, and PushT's would be the agent's own position)"
         )

@@ -4,7 +4,9 @@ Each batch row keeps its own action queue here, so only the rows whose queue is 
 chunk. Against our server (its metadata names our extension, wire.py) all such rows of a step go in one
 message with their raw observation history, episode seed and noise state (chunks.py computes them as
 in-process evaluation would); against an openpi server each row is one request of one observation (its env keys,
-and its task text as `prompt`), whose reply's `actions` (chunk, action_dim) are queued whole.
+and its task text as `prompt`), whose reply's `actions` (chunk, action_dim) are queued whole. On a real-time
+`eval.clock` each row's queue follows LeRobot's async-inference rules (policies/clock.py), a chunk charged the
+request's wall time under `measured` (the network and the server's queueing included).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 import uuid
 from collections import deque
 from collections.abc import Sequence
@@ -23,7 +26,8 @@ import numpy as np
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
-from lerobot_hydra.policies.base import DeclaresReads, PolicyConfig, RowResettablePolicy
+from lerobot_hydra.policies.base import DeclaresReads, PolicyConfig, RunsOnClock
+from lerobot_hydra.policies.clock import Clock, RowTiming, TimedRow
 from lerobot_hydra.serving.connection import Access, Connection
 from lerobot_hydra.serving.replies import checked_actions, checked_metadata, checked_noise
 from lerobot_hydra.serving.wire import EXTENSION_KEY, METADATA_KEY, PROTOCOL_VERSION
@@ -88,6 +92,9 @@ class RemotePolicyConfig(PolicyConfig):
     def resets_rows(self) -> bool:
         return True
 
+    def clock_refusal(self) -> str | None:
+        return None  # each row's queue runs on the clock here, its latency the request's (docs/timing.md)
+
     def build(self, env: EnvConfig, device: str) -> RemotePolicy:
         from lerobot_hydra.policies.lerobot.features import env_observation_features
 
@@ -133,15 +140,35 @@ def tell_done(connection: Connection, client: str) -> None:
 class Row:
     seed: int | None
     history: deque[dict[str, np.ndarray]]
-    actions: deque[np.ndarray] = field(default_factory=deque)
+    actions: deque[np.ndarray] = field(default_factory=deque)  # lockstep: its queue
     noise: bytes | None = None  # the server's noise generator state after this row's last chunk
+    timed: TimedRow | None = None  # a real-time eval.clock: its queue, in place of `actions`
+    timing: RowTiming = field(default_factory=RowTiming)  # lockstep: its requests' wall times
 
     @property
     def idle(self) -> bool:
         return self.seed is None
 
+    def wants_chunk(self) -> bool:
+        """At the start of a step: whether the row asks for a chunk now (a chunk in flight may join first)."""
+        if self.timed is None:
+            return not self.actions
+        self.timed.arrive()
+        return self.timed.wants_chunk()
 
-class RemotePolicy(RowResettablePolicy, DeclaresReads):
+    def receive(self, chunk: Sequence[np.ndarray], wall_ms: float) -> None:
+        """A chunk the server returned after `wall_ms` (the request's wall time, the server's queueing included)."""
+        if self.timed is not None:
+            self.timed.request(list(chunk), wall_ms)
+        else:
+            self.timing.add(0, None, wall_ms)
+            self.actions.extend(chunk)
+
+    def pop(self) -> np.ndarray:
+        return self.timed.pop() if self.timed is not None else self.actions.popleft()
+
+
+class RemotePolicy(RunsOnClock, DeclaresReads):
     def __init__(
         self, url: str, timeout_s: float, server: dict[str, Any] | None, action_dim: int, access: Access | None = None
     ) -> None:
@@ -152,17 +179,26 @@ class RemotePolicy(RowResettablePolicy, DeclaresReads):
         self.task: TaskSpec | None = None
         self.client = client_id()  # its forks share it
         self.forks: list[RemotePolicy] = []  # the lanes' policies (eval.max_parallel_tasks), closed with this one
+        self.clock: Clock | None = None
 
-    def _row(self, seed: int | None) -> Row:
-        return Row(seed, deque(maxlen=self.server["history"] if self.server is not None else 1))
+    def use_clock(self, clock: Clock) -> None:
+        self.clock = clock if clock.real_time else None
+
+    def row_timing(self, row: int) -> dict[str, Any] | None:
+        state = self.rows[row]
+        return None if state.idle else (state.timed.timing if state.timed is not None else state.timing).fields()
+
+    def _row(self, seed: int | None, task: TaskSpec) -> Row:
+        timed = TimedRow(self.clock, seed, task.name) if self.clock is not None and seed is not None else None
+        return Row(seed, deque(maxlen=self.server["history"] if self.server is not None else 1), timed=timed)
 
     def reset(self, task: TaskSpec, episode_seeds: Sequence[int | None]) -> None:
         self.task = task
-        self.rows = [self._row(seed) for seed in episode_seeds]
+        self.rows = [self._row(seed, task) for seed in episode_seeds]
 
     def reset_slots(self, task: TaskSpec, seeds: dict[int, int | None]) -> None:
         for row, seed in seeds.items():
-            self.rows[row] = self._row(seed)
+            self.rows[row] = self._row(seed, task)
 
     def select_action(self, batch: dict[str, Any]) -> np.ndarray:
         keys = sorted(self.server["reads"]) if self.server is not None else sorted(k for k in batch if k != "task")
@@ -175,7 +211,7 @@ class RemotePolicy(RowResettablePolicy, DeclaresReads):
             observation = {key: np.asarray(batch[key][i]) for key in keys if key in batch}
             # As LeRobot's populate_queues: an episode's first observation fills the whole history.
             row.history.extend([observation] * (row.history.maxlen or 1) if not row.history else [observation])
-            if not row.actions:
+            if row.wants_chunk():
                 needing.append(i)
         if needing and self.server is not None:
             limit = int(self.server["max_batch_size"])
@@ -184,11 +220,13 @@ class RemotePolicy(RowResettablePolicy, DeclaresReads):
         for i in needing if self.server is None else []:
             self._openpi_chunk(i, str(tasks[i]) if tasks[i] is not None else "")
         zeros = np.zeros(self.action_dim, dtype=np.float32)
-        return np.stack([zeros if row.idle else row.actions.popleft() for row in self.rows])
+        return np.stack([zeros if row.idle else row.pop() for row in self.rows])
 
     def reads_next(self) -> list[bool]:
         """A row's next chunk stacks its last `history` observations: the coming step's is read when the row's
-        queue holds fewer actions than that."""
+        queue holds fewer actions than that (on a real-time clock a row may ask at any step: always)."""
+        if self.clock is not None:
+            return [not row.idle for row in self.rows]
         return [not row.idle and len(row.actions) < (row.history.maxlen or 1) for row in self.rows]
 
     def _chunks(self, rows: list[int], tasks: list[str]) -> None:
@@ -202,17 +240,21 @@ class RemotePolicy(RowResettablePolicy, DeclaresReads):
             "seed": [row.seed for row in picked],
             "noise": [row.noise for row in picked],
         }
+        start = time.perf_counter()
         reply = self.connection.request(message)
+        wall_ms = 1000.0 * (time.perf_counter() - start)
         url = self.connection.url
         actions = checked_actions(reply.get("actions"), url, len(picked), self.action_dim)
         for row, chunk, noise in zip(picked, actions, checked_noise(reply.get("noise"), url, len(picked)), strict=True):
-            row.actions.extend(chunk)
+            row.receive(chunk, wall_ms)
             row.noise = noise
 
     def _openpi_chunk(self, i: int, task: str) -> None:
         observation = {**self.rows[i].history[-1], "prompt": task}
+        start = time.perf_counter()
         actions = self.connection.request(observation).get("actions")
-        self.rows[i].actions.extend(checked_actions(actions, self.connection.url, None, self.action_dim))
+        wall_ms = 1000.0 * (time.perf_counter() - start)
+        self.rows[i].receive(checked_actions(actions, self.connection.url, None, self.action_dim), wall_ms)
 
     def finish(self) -> None:
         """The run completed: tell our server (its serve.shards counts such clients), then disconnect."""
@@ -227,6 +269,6 @@ class RemotePolicy(RowResettablePolicy, DeclaresReads):
     def fork(self) -> RemotePolicy:
         """Its own connection (a websocket serves one thread), the same client."""
         forked = RemotePolicy(self.url, self.timeout_s, self.server, self.action_dim, self.access)
-        forked.client = self.client
+        forked.client, forked.clock = self.client, self.clock
         self.forks.append(forked)
         return forked

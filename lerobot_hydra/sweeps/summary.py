@@ -27,6 +27,7 @@ from lerobot_hydra.results.pairing import ResultSet, compare
 from lerobot_hydra.rollout.provenance import simulator_text
 from lerobot_hydra.store.shard_file import Shard
 from lerobot_hydra.sweeps.baseline import SEED_KEY, holds
+from lerobot_hydra.sweeps.latency_curve import latency_curves
 from lerobot_hydra.sweeps.summary_export import many_section, write_exports
 from lerobot_hydra.sweeps.summary_text import format_sweep_summary
 
@@ -72,6 +73,10 @@ class Arm:
     @property
     def title(self) -> str:
         return self.name or "(default)"
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return self.entries[0].identity
 
     def result_set(self) -> ResultSet:
         return ResultSet(self.title, [r for e in self.entries for r in e.records])
@@ -154,6 +159,9 @@ def sweep_summary(entries: Sequence[SweepEntry], sweep_dir: Path, baseline: str 
         summary["comparisons"] = [_compared(base, a) for a in arms if a is not base]
     if len(arms) > 2:
         summary.update(many_section([a.result_set() for a in arms]))
+    curves = latency_curves(arms)
+    if curves:  # a sweep over eval.clock.latency_ms (docs/timing.md)
+        summary["latency_curves"] = curves
     return summary
 
 
@@ -179,6 +187,7 @@ def _row(entry: SweepEntry, arm: str, sweep_dir: Path) -> dict[str, Any]:
         "seed": entry.seed,
         "num_shards": entry.num_shards,
         **_rate(overall),
+        **({"not_reproducible": why} if (why := entry.results.not_reproducible) else {}),
         "eval_s": entry.results.eval_s,
         "eval_info": str(path.relative_to(sweep_dir)) if path.is_relative_to(sweep_dir) else str(path),
     }

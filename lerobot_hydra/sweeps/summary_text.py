@@ -1,5 +1,5 @@
 """How a sweep's summary (sweeps/summary.py) reads on the console: the combinations, the multi-seed pools, the
-many-policy table, the comparisons with the baseline and the sequential stops."""
+many-policy table, the comparisons with the baseline, the latency curves and the sequential stops."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 from lerobot_hydra.results.pairing_text import align, format_comparison
 from lerobot_hydra.results.table import rate_text
+from lerobot_hydra.sweeps.latency_curve import curve_lines
 from lerobot_hydra.sweeps.summary_export import many_lines
 
 
@@ -56,6 +57,7 @@ def format_sweep_summary(summary: dict[str, Any], title: str) -> str:
                 f"  simulators: baseline {sides['baseline'] or 'this interpreter'}; "
                 f"candidate {sides['candidate'] or 'this interpreter'}"
             )
+    lines += curve_lines(summary)
     if summary.get("sequential"):
         lines += [
             "",

@@ -162,8 +162,3 @@ def test_latency_with_a_policy_that_is_not_chunked_says_what_to_use(compose: Cal
     validate(cfg)
     with pytest.raises(UserError, match="not chunks; use eval.clock.mode=lockstep, or a chunked policy in"):
         build_run(cfg)
-    # A served policy's client hands over one action per step: refused before any server is asked.
-    cfg = compose("policy=remote", "policy.url=ws://127.0.0.1:9", "eval.clock.mode=measured")
-    validate(cfg)
-    with pytest.raises(UserError, match="RemotePolicyConfig hands the rollout one action per step"):
-        build_run(cfg)

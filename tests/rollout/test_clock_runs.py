@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobot_hydra.app.evaluation import evaluate_config
-from tests.conftest import outcome, read_episodes
+from tests.conftest import outcome, read_episodes, read_json
 
 EXPERT = ["policy=metaworld_expert", "policy.chunk=6", "env.task=[pick-place-v3,reach-v3]", "env.episode_length=60"]
 ZERO = ["eval.clock.mode=modeled", "eval.clock.latency_ms=0", "eval.clock.chunk_size_threshold=0"]
@@ -75,16 +75,21 @@ def test_results_carry_inference_latency_percentiles(compose: Callable, tmp_path
         charged = sorted(ms for r in task.records for ms in r.latency_ms or [])
         assert task.inference_ms_p50 is not None and task.inference_ms_p99 is not None
         assert charged[0] <= task.inference_ms_p50 <= task.inference_ms_p99 <= charged[-1]
+    assert results.not_reproducible == []  # modeled latency: the same episodes on any device
 
 
 def test_measured_latency_charges_each_inference_its_wall_time(compose: Callable, tmp_path: Path) -> None:
     import math
+
+    from lerobot_hydra.policies.clock import MEASURED
 
     common = [*EXPERT, "eval.clock.mode=measured", "eval.n_episodes=2", "eval.batch_size=1"]
     for record in run_in(compose, tmp_path, *common):
         assert record["latency_ms"] == record["infer_ms"] and len(record["latency_ms"]) == record["inferences"]
         later = [math.ceil(ms * 80 / 1000 - 1e-9) for ms in record["latency_ms"][1:]]  # MetaWorld: 80 fps
         assert record["latency_steps"] == [0, *later]  # an episode's first chunk is awaited
+        assert record["not_reproducible"] == MEASURED  # and each record says so, as do the results
+    assert read_json(tmp_path / "eval_info.json")["not_reproducible"] == [MEASURED]
 
 
 def test_each_latency_of_a_sweep_is_its_own_configuration(compose: Callable) -> None:

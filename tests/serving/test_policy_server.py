@@ -127,6 +127,35 @@ def test_stochastic_noise_is_drawn_per_episode_on_the_server(checkpoints: dict[s
             assert outcomes(tmp_path / f"remote{batch_size}") == here
 
 
+def test_a_served_policy_runs_on_the_real_time_clock_as_in_process(
+    checkpoints: dict[str, list[str]], tmp_path: Path
+) -> None:
+    """ACT (chunks of 8) on a modeled clock of 100 ms (8 steps at 80 fps) through the server: each row's queue
+    runs under LeRobot's async-inference rules in the client, so the records equal the in-process run's, timing
+    included; on a measured clock each chunk is charged its request's wall time, and the records say so."""
+    from lerobot_hydra.policies.clock import MEASURED
+
+    timing = ("inferences", "latency_steps", "latency_ms", "held_steps", "not_reproducible")
+    clock = ["eval.clock.mode=modeled", "eval.clock.latency_ms=100", "eval.clock.aggregate=latest_only"]
+    common = [*RUN, "eval.n_episodes=3", *clock]
+    act = checkpoints["act"]
+    evaluate_here(tmp_path / "here", *act, *common, "eval.batch_size=2")
+    with served(tmp_path, *act, "serve.max_batch_size=3") as (_, announce):
+        remote = ["policy=remote", f"policy.url={announce}"]
+        evaluate_here(tmp_path / "remote", *common, *remote, "eval.batch_size=3")
+        evaluate_here(tmp_path / "measured", *RUN, "eval.n_episodes=2", *remote, "eval.clock.mode=measured")
+
+    def timed(run_dir: Path) -> list[tuple]:
+        return sorted((*outcome(r), *(str(r[k]) for k in timing)) for r in read_episodes(run_dir))
+
+    assert timed(tmp_path / "remote") == timed(tmp_path / "here")
+    # The first chunk awaited; the second asked at 4 actions left, 8 steps away: the row holds 4 steps.
+    assert all(r["latency_steps"] == [0, 8] and r["held_steps"] == 4 for r in read_episodes(tmp_path / "remote"))
+    for record in read_episodes(tmp_path / "measured"):
+        assert record["latency_ms"] == record["infer_ms"] and all(ms > 0 for ms in record["latency_ms"])
+        assert record["not_reproducible"] == MEASURED
+
+
 @pytest.mark.slow
 def test_smolvla_with_pixels_and_language_through_the_server(tmp_path: Path) -> None:
     """Flow matching with per-row noise, a camera and the task text tokenized on the server."""
