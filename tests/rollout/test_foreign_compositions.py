@@ -1,0 +1,96 @@
+"""`env.python` composed with the other run modes (docs/simulator-envs.md, "What composes with it"): recording,
+dynamic claims, the policy server, and cameras drawn only on the steps the policy reads, with videos. Each runs
+MetaWorld's simulators in the `metaworld-mujoco-3.3.0` environment (the base's own versions), so its episodes
+must equal those of the same run with in-family workers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import read_json, run_eval, run_here
+from tests.helpers.sim_envs import metaworld_python
+from tests.run.test_mode_pairs import recorded_episodes, same_episodes
+
+STATE = [
+    "env.task=[reach-v3,push-v3]",
+    "env.obs_type=state",
+    "env.episode_length=20",
+    "eval.batch_size=2",
+    "eval.max_episodes_rendered=0",
+    "device=cpu",
+]
+
+
+def foreign() -> str:
+    return f"env.python={metaworld_python('3.3.0')}"
+
+
+@pytest.mark.lerobot
+def test_recording_with_simulators_in_another_environment(tmp_path: Path) -> None:
+    overrides = [*STATE, "policy=random", "eval.n_episodes=2"]
+    plain = run_here(*overrides, out_dir=tmp_path / "plain")
+    info = run_here(*overrides, "eval.recording=all", foreign(), out_dir=tmp_path / "run")
+    same_episodes(info["episodes"], plain["episodes"])
+    assert info["provenance"]["simulator"]["packages"]["mujoco"] == "3.3.0"
+    recorded_episodes([tmp_path / "run"], tmp_path / "joined", info["episodes"])
+
+
+def test_dynamic_claims_with_simulators_in_another_environment(tmp_path: Path) -> None:
+    """Two shards claiming blocks of one queue; 10 episodes a task, so the first blocks hold 2 (workers)."""
+    overrides = [*STATE, "policy=random", "eval.n_episodes=10", "env.episode_length=10"]
+    plain = run_here(*overrides, out_dir=tmp_path / "plain")
+    sweep = tmp_path / "sweep"
+    run_eval(*overrides, "eval.claims=dynamic", "eval.shard_id=0,1", foreign(), out_dir=sweep, multirun=True)
+    merged = read_json(sweep / "eval_info.json")
+    same_episodes(merged["episodes"], plain["episodes"])
+    assert len(merged["episodes"]) == 20
+    assert merged["provenance"]["simulator"]["packages"]["mujoco"] == "3.3.0"
+
+
+@pytest.mark.lerobot
+def test_a_served_policy_drives_simulators_in_another_environment(tmp_path: Path) -> None:
+    from devkit.lerobot_checkpoints import tiny_act
+    from tests.serving.test_policy_server import served
+
+    act = ["policy=act", f"policy.path={tiny_act(tmp_path / 'act')}"]
+    overrides = [*STATE, "eval.n_episodes=2"]
+    plain = run_here(*overrides, *act, out_dir=tmp_path / "plain")
+    with served(tmp_path, *act, "serve.shards=1", env=[*STATE[:3], "device=cpu"]) as (server, announce):
+        remote = ["policy=remote", f"policy.url={announce}", "policy.connect_timeout_s=30"]
+        info = run_here(*overrides, *remote, foreign(), out_dir=tmp_path / "run")
+        assert server.stopped.wait(30) and server.stats.snapshot()["clients_done"] == 1
+    same_episodes(info["episodes"], plain["episodes"])
+    assert len(info["episodes"]) == 4
+
+
+@pytest.mark.lerobot
+def test_pixels_drawn_only_when_read_and_filmed_with_simulators_in_another_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MetaWorld pixels, a tiny ACT (chunks of 8) tapped: the foreign workers draw the camera exactly on the steps
+    the policy reads, and the episodes and filmed frames equal those of in-family workers drawing every step."""
+    from devkit.lerobot_checkpoints import tiny_act
+    from tests.helpers.lerobot_tap import ObservationTap
+    from tests.rollout.test_render_read import (
+        ACTION,
+        METAWORLD,
+        METAWORLD_IMAGE,
+        SIZE,
+        assert_same_runs,
+        drawn,
+        evaluated,
+        read_steps,
+    )
+
+    features = {METAWORLD_IMAGE: ("VISUAL", (3, SIZE, SIZE)), "observation.state": ("STATE", (4,))}
+    path = tiny_act(tmp_path / "act", features, ACTION["metaworld"], first_steps=(ObservationTap(),))
+    run = (*METAWORLD, "eval.use_async_envs=true", "policy=act", f"policy.path={path}")
+    every, _ = evaluated(tmp_path, "every", monkeypatch, *run, "eval.render=every_step")
+    read, calls = evaluated(tmp_path, "read", monkeypatch, *run, foreign())
+    assert_same_runs(tmp_path / "read", tmp_path / "every", read, every)
+    assert drawn(calls, METAWORLD_IMAGE) == [[w, w] for w in read_steps(17, 8, 1)]
+    assert read_json(tmp_path / "read" / "eval_info.json")["provenance"]["simulator"]["python"]
+    assert np.asarray(calls[0][METAWORLD_IMAGE]).shape[-2:] == (SIZE, SIZE)
