@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import read_json, run_eval, run_here
 from tests.helpers.sim_envs import metaworld_python
 from tests.run.test_mode_pairs import recorded_episodes, same_episodes
+from tests.sweeps.test_sharding import slurm  # noqa: F401  (the fixture that starts the local cluster)
 
 STATE = [
     "env.task=[reach-v3,push-v3]",
@@ -38,16 +39,34 @@ def test_recording_with_simulators_in_another_environment(tmp_path: Path) -> Non
     recorded_episodes([tmp_path / "run"], tmp_path / "joined", info["episodes"])
 
 
-def test_dynamic_claims_with_simulators_in_another_environment(tmp_path: Path) -> None:
+DYNAMIC = [*STATE, "policy=random", "eval.n_episodes=10", "env.episode_length=10"]
+
+
+def dynamic_sweep(tmp_path: Path, *launcher: str) -> Path:
     """Two shards claiming blocks of one queue; 10 episodes a task, so the first blocks hold 2 (workers)."""
-    overrides = [*STATE, "policy=random", "eval.n_episodes=10", "env.episode_length=10"]
-    plain = run_here(*overrides, out_dir=tmp_path / "plain")
+    plain = run_here(*DYNAMIC, out_dir=tmp_path / "plain")
     sweep = tmp_path / "sweep"
-    run_eval(*overrides, "eval.claims=dynamic", "eval.shard_id=0,1", foreign(), out_dir=sweep, multirun=True)
+    shards = ["eval.claims=dynamic", "eval.shard_id=0,1", *launcher]
+    run_eval(*DYNAMIC, *shards, foreign(), out_dir=sweep, multirun=True, timeout=420)
     merged = read_json(sweep / "eval_info.json")
     same_episodes(merged["episodes"], plain["episodes"])
     assert len(merged["episodes"]) == 20
     assert merged["provenance"]["simulator"]["packages"]["mujoco"] == "3.3.0"
+    return sweep
+
+
+def test_dynamic_claims_with_simulators_in_another_environment(tmp_path: Path) -> None:
+    dynamic_sweep(tmp_path)
+
+
+@pytest.mark.slurm
+def test_dynamic_claims_on_slurm_with_simulators_in_another_environment(
+    slurm: None,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Each shard a SLURM job on the local cluster, its workers started from env.python there."""
+    sweep = dynamic_sweep(tmp_path, "hydra/launcher=submitit_slurm")
+    assert len(list((sweep / ".submitit").glob("*_[0-1]"))) == 2, "one SLURM job per shard"
 
 
 @pytest.mark.lerobot
