@@ -6,6 +6,7 @@ must equal those of the same run with in-family workers."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -67,6 +68,14 @@ def test_dynamic_claims_on_slurm_with_simulators_in_another_environment(
     """Each shard a SLURM job on the local cluster, its workers started from env.python there."""
     sweep = dynamic_sweep(tmp_path, "hydra/launcher=submitit_slurm")
     assert len(list((sweep / ".submitit").glob("*_[0-1]"))) == 2, "one SLURM job per shard"
+
+
+@pytest.mark.ray
+def test_dynamic_claims_on_ray_with_simulators_in_another_environment(ray_head: Any, tmp_path: Path) -> None:
+    """Each shard a task of the session's local Ray head, its workers started from env.python there."""
+    from tests.sweeps.test_ray import on_ray
+
+    dynamic_sweep(tmp_path, *on_ray(ray_head))
 
 
 @pytest.mark.lerobot
