@@ -1,7 +1,8 @@
 """`env.python` composed with the other run modes (docs/simulator-envs.md, "What composes with it"): recording,
-dynamic claims, the policy server, and cameras drawn only on the steps the policy reads, with videos. Each runs
-MetaWorld's simulators in the `metaworld-mujoco-3.3.0` environment (the base's own versions), so its episodes
-must equal those of the same run with in-family workers."""
+dynamic claims (also on SLURM and Ray), the policy server, cameras drawn only on the steps the policy reads, with
+videos, and error episodes. Each runs its simulators (MetaWorld's; the counting env's for error episodes) in the
+`metaworld-mujoco-3.3.0` environment (the base's own versions), so its episodes must equal those of the same run
+with in-family workers."""
 
 from __future__ import annotations
 
@@ -122,3 +123,19 @@ def test_pixels_drawn_only_when_read_and_filmed_with_simulators_in_another_envir
     assert drawn(calls, METAWORLD_IMAGE) == [[w, w] for w in read_steps(17, 8, 1)]
     assert read_json(tmp_path / "read" / "eval_info.json")["provenance"]["simulator"]["python"]
     assert np.asarray(calls[0][METAWORLD_IMAGE]).shape[-2:] == (SIZE, SIZE)
+
+
+def test_an_error_episode_with_simulators_in_another_environment(tmp_path: Path) -> None:
+    """The counting env's episode 3 of task 0 raises twice in the foreign worker: it is retried once in a fresh
+    worker, then recorded as an error episode; every other episode equals the run without env.python."""
+    from tests.helpers.counting_env import CountingEnvConfig
+    from tests.rollout.test_error_episodes import FAULT_LINE, undisturbed, without_wall_time
+    from tests.rollout.test_vector import run
+
+    cfg = CountingEnvConfig(log_dir=str(tmp_path), n_tasks=2, fault="raise", fault_episode=3, fault_times=10)
+    cfg.python = metaworld_python("3.3.0")
+    records = without_wall_time(run(cfg, n_episodes=5, batch=2, use_async=True))
+    errored = [r for r in records if r.errored]
+    assert [(r.unit, r.error, r.error_step, r.success) for r in errored] == [(("count", 0, 3), FAULT_LINE, 1, False)]
+    clean = undisturbed(tmp_path, 5, True)
+    assert [r for r in records if not r.errored] == [r for r in clean if r.unit != ("count", 0, 3)]
