@@ -139,3 +139,16 @@ def test_an_error_episode_with_simulators_in_another_environment(tmp_path: Path)
     assert [(r.unit, r.error, r.error_step, r.success) for r in errored] == [(("count", 0, 3), FAULT_LINE, 1, False)]
     clean = undisturbed(tmp_path, 5, True)
     assert [r for r in records if not r.errored] == [r for r in clean if r.unit != ("count", 0, 3)]
+
+
+@pytest.mark.slow
+@pytest.mark.libero
+def test_libero_soft_resets_in_another_environment(tmp_path: Path) -> None:
+    """One LIBERO task, three episodes in one foreign worker: the later two start by a soft reset of the simulator
+    that worker keeps (envs/libero_reset.py), and all three equal those of this interpreter."""
+    overrides = ["env=libero", "policy=random", "env.task=libero_spatial", "env.task_ids=[0]", "env.episode_length=8"]
+    overrides += ["env.observation_height=64", "env.observation_width=64", "eval.n_episodes=3", "eval.batch_size=1"]
+    plain = run_here(*overrides, "eval.max_episodes_rendered=0", out_dir=tmp_path / "plain")
+    info = run_here(*overrides, "eval.max_episodes_rendered=0", foreign(), out_dir=tmp_path / "run")
+    same_episodes(info["episodes"], plain["episodes"])
+    assert len(info["episodes"]) == 3 and info["provenance"]["simulator"]["packages"]["robosuite"] == "1.4.0"
