@@ -65,7 +65,7 @@ def comparison_rows(summary: dict[str, Any]) -> list[list[Any]]:
 
 
 def curve_rows(summary: dict[str, Any]) -> list[list[Any]]:
-    """One row per latency of each latency curve (sweeps/latency_curve.py)."""
+    """One row per latency of each latency curve (results/latency_curve.py)."""
     out = []
     for curve in summary["latency_curves"]:
         for p in curve["points"]:

@@ -204,7 +204,7 @@ def steps_cdf(named: Sequence[tuple[str, Sequence[EpisodeRecord]]], path: Path) 
 
 
 def latency_curve(curves: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Each latency curve (sweeps/latency_curve.py): success against modeled latency with its Wilson interval
+    """Each latency curve (results/latency_curve.py): success against modeled latency with its Wilson interval
     (left), and the paired difference from the curve's reference latency with its 95% interval (right)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

@@ -1,5 +1,5 @@
 """The latency curves of a sweep over `eval.clock.latency_ms` on its report page (report.sweep_report): a table per
-curve, as sweep_summary.md holds it (sweeps/latency_curve.py)."""
+curve, as sweep_summary.md holds it (results/latency_curve.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lerobot_hydra.results.export import Table, cell
-from lerobot_hydra.sweeps.latency_curve import curve_tables
+from lerobot_hydra.results.latency_curve import curve_tables
 
 
 def curve_section(summary: Mapping[str, Any]) -> list[str]:

@@ -23,11 +23,11 @@ from lerobot_hydra.core.labels import distinguishing_labels, split_label
 from lerobot_hydra.core.layout import HYDRA_DIR, HYDRA_HYDRA_FILE, SUMMARY_FILE
 from lerobot_hydra.core.records import EpisodeRecord, sort_records
 from lerobot_hydra.results.aggregate import Results, Summary, aggregate
+from lerobot_hydra.results.latency_curve import latency_curves
 from lerobot_hydra.results.pairing import ResultSet, compare
 from lerobot_hydra.rollout.provenance import simulator_text
 from lerobot_hydra.store.shard_file import Shard
 from lerobot_hydra.sweeps.baseline import SEED_KEY, holds
-from lerobot_hydra.sweeps.latency_curve import latency_curves
 from lerobot_hydra.sweeps.summary_export import many_section, write_exports
 from lerobot_hydra.sweeps.summary_text import format_sweep_summary
 

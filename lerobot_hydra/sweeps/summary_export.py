@@ -14,9 +14,9 @@ from lerobot_hydra.core.durable import write_text_atomic
 from lerobot_hydra.core.layout import LATENCY_CSV, SUMMARY_FILE
 from lerobot_hydra.results.export import EXPORT_SUFFIXES, Table, console, render_all
 from lerobot_hydra.results.export_tables import WILSON, comparison_table, many_table, pairs_table
+from lerobot_hydra.results.latency_curve import curve_tables, curves_csv_table
 from lerobot_hydra.results.many import many_policies, many_problem
 from lerobot_hydra.results.pairing import ResultSet
-from lerobot_hydra.sweeps.latency_curve import curve_tables, curves_csv_table
 
 
 def many_section(sets: Sequence[ResultSet]) -> dict[str, Any]:

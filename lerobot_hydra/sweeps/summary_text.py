@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from lerobot_hydra.results.latency_curve import curve_lines
 from lerobot_hydra.results.pairing_text import align, format_comparison
 from lerobot_hydra.results.table import rate_text
-from lerobot_hydra.sweeps.latency_curve import curve_lines
 from lerobot_hydra.sweeps.summary_export import many_lines
 
 
