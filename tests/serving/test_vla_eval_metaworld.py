@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import outcome, read_episodes, run_eval
+from tests.conftest import outcome, read_episodes, read_json, run_eval
 from tests.helpers.vla_eval_server import canonical, served, start_server, traces_since
 
 pytest.importorskip("vla_eval", reason="vla-eval 0.8.0 (the vlaeval extra) is installed on the Python 3.12 line")
@@ -41,11 +41,17 @@ def test_served_metaworld_equals_in_process(tmp_path: Path) -> None:
     process, url = start_server(tmp_path, "metaworld", log=log, chunk=4)
     try:
         run_eval(*RUN, *served(url), out_dir=tmp_path / "served")
+        seen = traces_since(log, 0)
+        # The same server behind a dynamic sweep: two shards claim the episodes, and the merge equals the plain run.
+        dynamic = ["eval.shard_id=0,1", "eval.claims=dynamic"]
+        run_eval(*RUN, *served(url), *dynamic, out_dir=tmp_path / "dynamic", multirun=True)
     finally:
         process.terminate()
         process.wait(30)
     assert sorted(map(outcome, read_episodes(tmp_path / "served"))) == sorted(map(outcome, want))
-    assert canonical(traces_since(log, 0)) == canonical(policy.traces) and len(policy.traces) == 4
+    assert canonical(seen) == canonical(policy.traces) and len(policy.traces) == 4
+    merged = read_json(tmp_path / "dynamic" / "eval_info.json")["episodes"]
+    assert sorted(map(outcome, merged)) == sorted(map(outcome, want))
 
 
 def test_a_server_error_is_an_error_episode(tmp_path: Path) -> None:
