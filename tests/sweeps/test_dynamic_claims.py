@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import ROOT, outcome, read_json, run_eval, run_here
 from tests.sweeps.test_sharding import merge_cli, slurm  # noqa: F401  (slurm: the fixture that starts the cluster)
-from tests.sweeps.test_slurm_faults import episodes, finish, job_id, wait_for_episodes
+from tests.sweeps.test_slurm_faults import episodes, finish, job_id, wait_for_an_idle_cluster, wait_for_episodes
 
 DYNAMIC = ("eval.claims=dynamic", "hydra/launcher=submitit_slurm", "eval.max_episodes_rendered=0")
 # The expert on two tasks with short episodes (some succeed, some do not).
@@ -36,6 +36,9 @@ RANDOM = (
     "env.episode_length=300",
     "eval.batch_size=1",
 )
+# RANDOM with every step 10 ms longer (~5 s per episode, outcomes unchanged): one shard alone takes ~40 s, so a shard
+# whose job starts late (the cluster's two CPUs are shared with the rest of the suite) still finds work to claim.
+PACED = (*RANDOM, "env._target_=tests.helpers.slow_shard_env.SlowShardMetaWorldConfig", "+env.step_sleep_s=0.01")
 TIMEOUT_S = 420
 
 
@@ -89,6 +92,7 @@ def test_shards_started_at_different_times_merge_to_the_unsharded_run(
     tmp_path: Path,
 ) -> None:
     sweep = tmp_path / "sweep"
+    wait_for_an_idle_cluster()
     first = start(sweep, *RANDOM, "eval.shard_id=0", "eval.num_shards=2")
     wait_for_episodes(sweep, 0, 1, first)
     late = start(sweep, *RANDOM, "eval.shard_id=1", "eval.num_shards=2")
@@ -107,7 +111,8 @@ def test_a_cancelled_shards_claims_are_taken_over_and_a_rerun_completes_the_swee
     tmp_path: Path,
 ) -> None:
     sweep = tmp_path / "sweep"
-    proc = start(sweep, *RANDOM, "eval.shard_id=0,1")
+    wait_for_an_idle_cluster()
+    proc = start(sweep, *PACED, "eval.shard_id=0,1")
     jobs = job_id(sweep, 0), job_id(sweep, 1)
     wait_for_episodes(sweep, 1, 1, proc)
     subprocess.run(["scancel", jobs[1]], check=True)
@@ -122,7 +127,7 @@ def test_a_cancelled_shards_claims_are_taken_over_and_a_rerun_completes_the_swee
     assert set(before.values()) == {1} and len(before) < 8, before
     assert took_over["episode_index"] >= 4 and took_over not in episodes(sweep, 1)
 
-    rc, out, err = finish(start(sweep, *RANDOM, "eval.shard_id=0,1"))  # the same command again
+    rc, out, err = finish(start(sweep, *PACED, "eval.shard_id=0,1"))  # the same command again
     assert rc == 0, err
     assert set(recorded(sweep).values()) == {1} and sorted(recorded(sweep)) == sorted(random_reference)
     assert merged(sweep) == random_reference
