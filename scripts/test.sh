@@ -36,6 +36,7 @@ for mujoco in 3.3.0 3.5.0 4.0.1; do
   SIM_ENV_SYSTEM_SITE=1 PYTHON="$python311" bash scripts/sim_env.sh metaworld ".venvs/metaworld-mujoco-$mujoco" "mujoco==$mujoco" >/dev/null
 done
 PYTHON="$python311" bash scripts/sim_env.sh none .venvs/no-benchmark >/dev/null
+SIM_ENV_SYSTEM_SITE=1 PYTHON="$python311" bash scripts/sim_env.sh robosuite .venvs/robosuite-1.5.2 >/dev/null
 
 # Both runs always run; the script fails if either did.
 status=0

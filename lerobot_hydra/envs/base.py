@@ -118,6 +118,12 @@ class EnvConfig:
         """(observation_space, action_space) of `build(task)`, known without creating a simulator."""
         raise NotImplementedError
 
+    def measure(self, task: TaskSpec) -> dict[str, Any]:
+        """What only a built simulator tells of `task`, as JSON values (a benchmark whose spaces it needs, such as
+        env=robosuite's): run on the simulator side, in a process of `python`'s interpreter, by
+        `vector/interpreter.simulator_facts`, which its `spaces()` calls."""
+        raise NotImplementedError
+
     def build(self, task: TaskSpec, render: bool) -> TaskEnv:
         """The simulator for `task`; `render`: it will be asked for frames (videos) besides its observations."""
         raise NotImplementedError
@@ -189,6 +195,16 @@ class EnvConfig:
 
         steps = {**self.processors, **(overrides or {})}
         return Pipeline(steps.get("pre", [])), Pipeline(steps.get("post", []))
+
+
+def state_unless_pixels_read(config: Any, reads: set[str]) -> Any:
+    """`config` (an env config with `obs_type` and a camera under the raw key `pixels`) as it computes what `reads`
+    names: itself when the camera is read or it computes state only, else a copy with `obs_type="state"`."""
+    from lerobot_hydra.processors.observation import lerobot_key
+
+    if config.obs_type == "state" or lerobot_key(config.features_map, "pixels") in reads:
+        return config
+    return dataclasses.replace(config, obs_type="state")
 
 
 def split_names(value: str | list[str] | tuple[str, ...], key: str = "") -> list[str]:

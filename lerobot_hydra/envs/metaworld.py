@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import pickle
 from dataclasses import dataclass
@@ -13,8 +12,14 @@ from typing import Any
 import numpy as np
 
 from lerobot_hydra.core.errors import UserError, did_you_mean
-from lerobot_hydra.envs.base import DrawsOnDemand, EnvConfig, TaskSpec, log_once, split_names
-from lerobot_hydra.processors.observation import lerobot_key
+from lerobot_hydra.envs.base import (
+    DrawsOnDemand,
+    EnvConfig,
+    TaskSpec,
+    log_once,
+    split_names,
+    state_unless_pixels_read,
+)
 
 OBS_TYPES = ("state", "pixels", "pixels_agent_pos")
 # MetaWorld's own per-episode step limit (`max_path_length`).
@@ -144,9 +149,7 @@ class MetaWorldEnvConfig(EnvConfig):
 
     def without_unread(self, reads: set[str]) -> MetaWorldEnvConfig:
         # The state comes with every MetaWorld step for free; only the camera frame costs.
-        if self.obs_type == "state" or lerobot_key(self.features_map, "pixels") in reads:
-            return self
-        return dataclasses.replace(self, obs_type="state")
+        return state_unless_pixels_read(self, reads)
 
     def worker_preload(self) -> list[str]:
         return ["metaworld"]

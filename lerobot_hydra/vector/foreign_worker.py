@@ -6,6 +6,8 @@ policy side (vector/foreign.py, vector/interpreter.py), never by hand:
 
 - `--probe REQUEST`: prints one JSON object: this side's protocol, lerobot_hydra version, Python, the versions of the
   packages REQUEST names and, for each module it names, the error importing it (null: imported).
+- `--facts REQUEST`: prints one JSON object: what `EnvConfig.measure` answers for each task REQUEST names, in a
+  simulator built here (`facts`), or the refusal of the env's settings (`user_error`).
 - `WORKER`: a JSON object (`worker_spec`) naming the slot, its spaces, and the file descriptors of its connection and
   of the shared mapping its rows live in; the worker then runs the same loop as an in-family worker
   (slot_worker.run_worker) with JSON calls (vector/wire.py).
@@ -27,10 +29,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.vector.shared_memory import mapped_buffers
 from lerobot_hydra.vector.slot_env import SlotEnv
 from lerobot_hydra.vector.slot_worker import RESULT_FIELDS, run_worker
-from lerobot_hydra.vector.wire import PROTOCOL, JsonCodec, WireError
+from lerobot_hydra.vector.wire import PROTOCOL, JsonCodec, WireError, env_from_json
 from lerobot_hydra.vector.worker_signals import ignore_job_signals, job_signals
 
 MODULE = "lerobot_hydra.vector.foreign_worker"
@@ -90,6 +94,17 @@ def _version(name: str) -> str | None:
         return None
 
 
+def facts(request: dict[str, Any]) -> dict[str, Any]:
+    """What the env's simulator tells of each task (its spaces' sizes), measured here for the policy side."""
+    if not isinstance(request, dict) or set(request) != {"v", "env", "tasks"} or request["v"] != PROTOCOL:
+        raise WireError(f"a facts request holds exactly v, env and tasks at protocol {PROTOCOL}")
+    env = env_from_json(request["env"])
+    try:
+        return {"v": PROTOCOL, "facts": [env.measure(TaskSpec(**task)) for task in request["tasks"]]}
+    except UserError as err:
+        return {"v": PROTOCOL, "user_error": str(err)}
+
+
 def serve(spec: dict[str, Any]) -> None:
     """Runs the worker `spec` describes until the policy side closes it."""
     if not isinstance(spec, dict) or set(spec) != SPEC_KEYS or spec["v"] != PROTOCOL:
@@ -109,10 +124,13 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) == 2 and args[0] == "--probe":
         print(json.dumps(probe(json.loads(args[1]))))
+    elif len(args) == 2 and args[0] == "--facts":
+        print(json.dumps(facts(json.loads(args[1]))))
     elif len(args) == 1:
         serve(json.loads(args[0]))
     else:
-        sys.exit(f"usage: python -m {MODULE} --probe REQUEST | WORKER_SPEC (started by lerobot_hydra, not by hand)")
+        forms = "--probe REQUEST | --facts REQUEST | WORKER_SPEC"
+        sys.exit(f"usage: python -m {MODULE} {forms} (started by lerobot_hydra, not by hand)")
 
 
 if __name__ == "__main__":

@@ -6,14 +6,17 @@ environment's `bin/python`), or a command prefix ending in one (`apptainer exec 
 one line naming `env.python`: an interpreter that cannot be started, one without this package, one whose
 lerobot_hydra or message protocol differs from this side's, one without the benchmark (its distributions, or
 modules it cannot import), and simulator versions the benchmark is known to fail under (`EnvConfig.check_simulator`).
-The probe's versions are the simulator side's provenance.
+The probe's versions are the simulator side's provenance. `simulator_facts` asks that interpreter (this one when
+`env.python` is null, in a process of its own) what only a built simulator knows of a task (`EnvConfig.measure`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import subprocess
+import sys
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import version
@@ -22,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.vector.foreign_worker import MODULE
-from lerobot_hydra.vector.wire import PROTOCOL
+from lerobot_hydra.vector.wire import PROTOCOL, env_to_json
 
 if TYPE_CHECKING:
-    from lerobot_hydra.envs.base import EnvConfig
+    from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 
 # The simulator side's packages recorded besides the env's own distributions.
 SIMULATOR_CORE = ("mujoco", "gymnasium", "numpy")
@@ -68,15 +71,39 @@ def simulator_side(env: EnvConfig) -> SimulatorSide | None:
     return side
 
 
+def simulator_facts(env: EnvConfig, task: TaskSpec) -> dict[str, Any]:
+    """`env.measure(task)` as the simulator side answers it; one process per interpreter and env settings measures
+    every task of `env` (never this process: no simulator is built in the parent)."""
+    node = env_to_json(env.without_processors())
+    tasks = [dataclasses.asdict(t) for t in env.tasks()]
+    found = _facts(env.python, json.dumps({"v": PROTOCOL, "env": node, "tasks": tasks}, sort_keys=True))
+    return found[[t["name"] for t in tasks].index(task.name)]
+
+
+@cache
+def _facts(setting: str | None, request: str) -> list[dict[str, Any]]:
+    where = f"env.python={setting}" if setting is not None else "this interpreter"
+    command = worker_command(setting) if setting is not None else [sys.executable]
+    report = _ask(where, command, "--facts", request)
+    if isinstance(report.get("user_error"), str):
+        raise UserError(report["user_error"])
+    if not isinstance(report.get("facts"), list):
+        raise UserError(f"{where} did not measure the env's tasks as a Python with lerobot_hydra does ({MAKE_ONE})")
+    return report["facts"]
+
+
 @cache
 def _probe(setting: str, packages: tuple[str, ...], modules: tuple[str, ...]) -> dict[str, Any]:
     """The probe's report (once per process and interpreter); a UserError when there is none."""
-    command = worker_command(setting)
     request = json.dumps({"packages": list(packages), "modules": list(modules)})
-    where = f"env.python={setting}"
+    return _ask(f"env.python={setting}", worker_command(setting), "--probe", request)
+
+
+def _ask(where: str, command: list[str], form: str, request: str) -> dict[str, Any]:
+    """The one JSON object the worker module prints for `form` (--probe, --facts); a UserError when there is none."""
     try:
         done = subprocess.run(
-            [*command, "-m", MODULE, "--probe", request],
+            [*command, "-m", MODULE, form, request],
             capture_output=True,
             text=True,
             timeout=PROBE_TIMEOUT_S,

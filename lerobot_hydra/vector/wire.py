@@ -156,6 +156,17 @@ def _env_config(spec: Any) -> EnvConfig:
     return cls(**spec["fields"])
 
 
+def env_to_json(env: EnvConfig) -> dict[str, Any]:
+    """An env config as a message carries it (its class and fields)."""
+    return _encode(env)
+
+
+def env_from_json(data: Any) -> EnvConfig:
+    if not isinstance(data, dict) or set(data) != {"__env__"}:
+        raise WireError("not an env config")
+    return _env_config(data["__env__"])
+
+
 class JsonCodec:
     """The messages of a foreign worker (`slot_worker.PickleCodec`'s interface)."""
 

@@ -49,3 +49,8 @@ def sim_python(name: str, benchmark: str, *specs: str, system_site: bool = True)
 def metaworld_python(mujoco: str) -> str:
     """A MetaWorld 3.1.1 environment on MuJoCo `mujoco` (3.3.0: the base's own versions)."""
     return sim_python(f"metaworld-mujoco-{mujoco}", "metaworld", f"mujoco=={mujoco}")
+
+
+def robosuite_python() -> str:
+    """robosuite 1.5.2 on MuJoCo 3.5.0 (the base holds LIBERO's robosuite 1.4)."""
+    return sim_python("robosuite-1.5.2", "robosuite")

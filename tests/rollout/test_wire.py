@@ -61,3 +61,21 @@ def test_a_pickle_is_no_message() -> None:
 
     with pytest.raises(WireError):
         decode_call(pickle.dumps(("render", (), {}, False)))
+
+
+def test_a_facts_request_is_answered_from_the_env_made_on_the_worker_side_and_anything_else_refused() -> None:
+    """`foreign_worker --facts`: the env config's `measure` per task; a refusal of its settings travels as text."""
+    from lerobot_hydra.vector.foreign_worker import facts
+    from lerobot_hydra.vector.wire import PROTOCOL, env_to_json
+
+    config = MetaWorldEnvConfig(task=["reach-v3"], obs_type="state").without_processors()
+    request = {"v": PROTOCOL, "env": env_to_json(config), "tasks": [TASK.__dict__]}
+    # MetaWorld declares its spaces without a simulator: it measures nothing, and says so as a traceback would.
+    with pytest.raises(NotImplementedError):
+        facts(request)
+    for bad in ({**request, "v": PROTOCOL + 1}, {**request, "extra": 1}, {**request, "env": {"__env__": {}}}):
+        with pytest.raises(WireError):
+            facts(bad)
+    not_an_env = {"__env__": {"_target_": "subprocess.Popen", "fields": {"args": "true"}}}
+    with pytest.raises(WireError, match="is not an EnvConfig dataclass"):
+        facts({**request, "env": not_an_env})
