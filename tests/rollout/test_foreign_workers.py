@@ -172,6 +172,28 @@ def test_a_sweep_over_two_mujoco_versions_is_merged_and_compared_per_task(tmp_pa
     assert "simulators: baseline mujoco 3.3.0" in proc.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.libero
+def test_libero_under_two_mujoco_versions_is_one_sweep_merged_and_compared_per_task(tmp_path: Path) -> None:
+    """hf-libero (robosuite 1.4) under MuJoCo 3.3.0 and 3.5.0, the environments of the MetaWorld sweep (the 3.11
+    base holds LIBERO too). A random policy never succeeds; a trained one's table takes this path."""
+    pythons = [metaworld_python("3.3.0"), metaworld_python("3.5.0")]
+    sweep = tmp_path / "sweep"
+    overrides = ["env=libero", "policy=random", "env.task=libero_spatial", "env.task_ids=[0,1]"]
+    overrides += ["env.episode_length=10", "eval.n_episodes=2", "eval.batch_size=2"]
+    proc = run_eval(*overrides, f"env.python={','.join(pythons)}", out_dir=sweep, multirun=True)
+    summary = read_json(sweep / "sweep_summary.json")
+    simulators = [row["simulator"] for row in summary["combinations"]]
+    assert [s.split(",")[0] for s in simulators] == ["mujoco 3.3.0", "mujoco 3.5.0"]
+    assert all("robosuite 1.4.0" in s for s in simulators), simulators
+    (comparison,) = summary["comparisons"]
+    assert comparison["paired"] and [t["task_id"] for t in comparison["per_task"]] == [0, 1]
+    assert "simulators: baseline mujoco 3.3.0" in proc.stdout
+    for job in ("0", "1"):
+        records = read_episodes(sweep / job)
+        assert sorted(r["task_id"] for r in records) == [0, 0, 1, 1] and all(r["steps"] == 10 for r in records)
+
+
 @pytest.mark.lerobot
 def test_a_lerobot_policy_on_one_python_line_drives_simulators_on_the_other(tmp_path: Path) -> None:
     """On the 3.12 line (LeRobot 0.6.1) the simulators run on 3.11, on the 3.11 line (LeRobot 0.4.4) on 3.12."""
