@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def worker_pids(root: int) -> list[int]:
     """The simulator workers of run `root`: the children of its multiprocessing forkserver, or its foreign workers
-    (env.python: `python -m lerobot_hydra.vector.foreign_worker <spec>`)."""
+    (env.python: the children of `python -m lerobot_hydra.vector.foreign_worker --server`)."""
     try:
         tree = psutil.Process(root).children(recursive=True)
     except psutil.Error:
@@ -30,8 +30,8 @@ def worker_pids(root: int) -> list[int]:
             command = " ".join(process.cmdline())
             if "forkserver" in command:
                 workers.extend(child.pid for child in process.children())
-            elif "lerobot_hydra.vector.foreign_worker {" in command:
-                workers.append(process.pid)
+            elif "lerobot_hydra.vector.foreign_worker --server" in command:
+                workers.extend(child.pid for child in process.children())
         except psutil.Error:
             continue
     return workers

@@ -39,6 +39,7 @@ from lerobot_hydra.run.warm import Warm
 from lerobot_hydra.run.work import planned_for
 from lerobot_hydra.schemas.schema import EvalConfig
 from lerobot_hydra.vector.faults import WorkerFaults
+from lerobot_hydra.vector.task_envs import has_workers
 
 log = logging.getLogger("lerobot_hydra")
 
@@ -199,7 +200,7 @@ def open_run(
             recorder = stack.enter_context(recording(eval_cfg, parts.env, parts.tasks, out_dir))
         if on_locked is not None:
             on_locked()
-        if eval_cfg.use_async_envs and eval_cfg.batch_size > 1:
+        if has_workers(parts.run_env, eval_cfg.batch_size, eval_cfg.use_async_envs):
             pools.prestart(parts.run_env)
         yield RunContext(
             cfg,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
 from lerobot_hydra.rollout.lanes import Pools
-from lerobot_hydra.vector.task_envs import EnvPool
+from lerobot_hydra.vector.task_envs import EnvPool, has_workers
 from lerobot_hydra.vector.worker_servers import ServerLease
 
 
@@ -35,7 +35,7 @@ class KeptPools:
             if pool is None or pool.num_envs < n_envs or (render and not pool.render):
                 if pool is not None:
                     pool.close()
-                if use_async and n_envs > 1:
+                if has_workers(config, n_envs, use_async):
                     self._servers.acquire()
                 pool = self._pools[key] = EnvPool(config, n_envs, use_async, spaces, render)
                 self.built += 1

@@ -1,68 +1,47 @@
 """Simulator workers started from another interpreter (`env.python`): a virtual environment's python, or a command
 prefix ending in one (`apptainer exec image.sif python`).
 
-Each worker is `<command> -m lerobot_hydra.vector.foreign_worker <spec>`, given two file descriptors: its end of a
-socket pair (the same length-prefixed messages as a multiprocessing pipe, holding JSON calls: vector/wire.py) and
-an anonymous shared mapping (`memfd`) that holds every row's observation, action and results, laid out from the
-spaces by both sides alike (shared_memory.mapped_buffers). A step is the same one byte each way as for an
-in-family worker. A worker that dies is replaced like any other (`SlotVectorEnv.replace_workers`).
+Each worker is forked by that interpreter's forkserver (`python -m lerobot_hydra.vector.foreign_worker --server`,
+vector/foreign_server.py), given two file descriptors: its end of a socket pair (the same length-prefixed messages
+as a multiprocessing pipe, holding JSON calls: vector/wire.py) and an anonymous shared mapping (`memfd`) that holds
+every row's observation, action and results, laid out from the spaces by both sides alike
+(shared_memory.mapped_buffers). A step is the same one byte each way as for an in-family worker. A worker that dies
+is replaced like any other (`SlotVectorEnv.replace_workers`).
 """
 
 from __future__ import annotations
 
-import json
 import mmap
 import os
 import socket
-import subprocess
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
 import gymnasium as gym
 
-from lerobot_hydra.vector.foreign_worker import MODULE, space_to_json
+from lerobot_hydra.vector.foreign_server import ForeignServer, ForkedProcess, ServerDown
+from lerobot_hydra.vector.foreign_worker import space_to_json
 from lerobot_hydra.vector.launchers import Buffers, Spaces
 from lerobot_hydra.vector.shared_memory import mapped_buffers, mapped_size
 from lerobot_hydra.vector.slot_worker import RESULT_FIELDS, Codec
 from lerobot_hydra.vector.wire import PROTOCOL, JsonCodec
 
 
-class ForeignProcess:
-    """A started worker, as the vector env handles a multiprocessing.Process."""
-
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
-        self.popen = popen
-        self.pid = popen.pid
-
-    def is_alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def kill(self) -> None:
-        if self.is_alive():
-            self.popen.kill()
-
-    def join(self, timeout: float | None = None) -> None:
-        try:
-            self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            pass
-
-    @property
-    def exitcode(self) -> int | None:
-        return self.popen.poll()
-
-
 class ForeignWorkers:
-    """Starts a vector env's workers from `command` (the interpreter, as a list); `preload`: modules each worker
-    imports before it answers (the forkserver's preloads)."""
+    """Starts a vector env's workers from the forkserver `server` gives (the interpreter's, running); `preload`:
+    modules each worker imports before it answers (the server's own, already imported)."""
 
     codec: Codec = JsonCodec
 
     def __init__(
-        self, command: list[str], metadata: dict[str, Any], render_threads: int | None, preload: list[str]
+        self,
+        server: Callable[[], ForeignServer],
+        metadata: dict[str, Any],
+        render_threads: int | None,
+        preload: list[str],
     ) -> None:
-        self.command, self.metadata, self.render_threads, self.preload = command, metadata, render_threads, preload
+        self.server, self.metadata, self.render_threads, self.preload = server, metadata, render_threads, preload
         self._fd: int | None = None
         self._size = 0
         self._n = 0
@@ -78,27 +57,26 @@ class ForeignWorkers:
         """Worker `index`, which makes its `SlotEnv` from the same settings as `slot_fn` (which stays here)."""
         assert self._fd is not None, "buffers() comes first"
         parent, child = socket.socketpair()
-        spec = {
+        request = {
             "v": PROTOCOL,
             "index": index,
             "n": self._n,
             "spaces": [space_to_json(spaces[0]), space_to_json(spaces[1])],
             "metadata": self.metadata,
             "render_threads": self.render_threads,
-            "conn_fd": child.fileno(),
-            "shm_fd": self._fd,
             "shm_size": self._size,
             "preload": self.preload,
         }
         try:
-            popen = subprocess.Popen(
-                [*self.command, "-m", MODULE, json.dumps(spec)],
-                pass_fds=(child.fileno(), self._fd),
-                stdin=subprocess.DEVNULL,
-            )
+            try:
+                server = self.server()
+                pid = server.fork(request, (child.fileno(), self._fd))
+            except ServerDown:  # it was stopped or killed: once more from a fresh one
+                server = self.server()
+                pid = server.fork(request, (child.fileno(), self._fd))
         finally:
             child.close()
-        return Connection(parent.detach()), ForeignProcess(popen)
+        return Connection(parent.detach()), ForkedProcess(server, pid)
 
     def close(self) -> None:
         if self._fd is not None:

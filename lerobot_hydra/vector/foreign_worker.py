@@ -8,9 +8,11 @@ policy side (vector/foreign.py, vector/interpreter.py), never by hand:
   packages REQUEST names and, for each module it names, the error importing it (null: imported).
 - `--facts REQUEST`: prints one JSON object: what `EnvConfig.measure` answers for each task REQUEST names, in a
   simulator built here (`facts`), or the refusal of the env's settings (`user_error`).
-- `WORKER`: a JSON object (`worker_spec`) naming the slot, its spaces, and the file descriptors of its connection and
-  of the shared mapping its rows live in; the worker then runs the same loop as an in-family worker
-  (slot_worker.run_worker) with JSON calls (vector/wire.py).
+- `--server SPEC`: the forkserver of this interpreter's workers (`run_server`). It imports the modules SPEC names once,
+  sends the `--probe` report on its control socket, then forks a worker for each request there: a JSON object
+  naming the slot and its spaces, with the file descriptors of the worker's connection and of the shared mapping its
+  rows live in attached (SCM_RIGHTS). It answers each with the worker's pid, and reports each worker's exit status.
+  A worker runs the same loop as an in-family worker (slot_worker.run_worker) with JSON calls (vector/wire.py).
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ import functools
 import importlib
 import json
 import mmap
+import os
 import platform
 import signal
+import socket
 import sys
+import traceback
 from importlib.metadata import PackageNotFoundError, version
 from multiprocessing.connection import Connection
 from typing import Any
@@ -39,6 +44,10 @@ from lerobot_hydra.vector.worker_signals import ignore_job_signals, job_signals
 
 MODULE = "lerobot_hydra.vector.foreign_worker"
 SPEC_KEYS = {"v", "index", "n", "spaces", "metadata", "render_threads", "conn_fd", "shm_fd", "shm_size", "preload"}
+# What a fork request names; the two descriptors travel beside it.
+REQUEST_KEYS = SPEC_KEYS - {"conn_fd", "shm_fd"}
+SERVER_KEYS = {"v", "packages", "modules", "control_fd", "stdout_fd", "stderr_fd"}
+MAX_MESSAGE = 1 << 20  # a control message (a worker's spaces and metadata as JSON) is a few kB
 
 
 def space_to_json(space: gym.Space) -> dict[str, Any]:
@@ -120,16 +129,81 @@ def serve(spec: dict[str, Any]) -> None:
     run_worker(spec["index"], slot_fn, Connection(spec["conn_fd"]), *spaces, obs, act, res, codec=JsonCodec)
 
 
+def run_server(spec: dict[str, Any]) -> None:
+    """Imports `spec`'s modules, reports as `probe` does, then forks a worker per request until the policy side
+    closes the control socket. Until the report is sent, stdout and stderr are the policy side's pipes (what a failed
+    import printed); from then on they are its own stdout and stderr, which the workers inherit."""
+    if not isinstance(spec, dict) or set(spec) != SERVER_KEYS or spec["v"] != PROTOCOL:
+        raise WireError(f"a server spec holds exactly {sorted(SERVER_KEYS)} at protocol {PROTOCOL}")
+    ignore_job_signals()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, job_signals())  # blocked by the parent while it started this process
+    report = probe(spec)
+    sys.stdout.flush()
+    for fd, target in ((spec["stdout_fd"], 1), (spec["stderr_fd"], 2)):
+        os.dup2(fd, target)
+        os.close(fd)
+    control = socket.socket(fileno=spec["control_fd"])
+    signal.signal(signal.SIGCHLD, lambda *_: _report_exits(control))
+    control.send(json.dumps(report).encode())
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(control, MAX_MESSAGE, 2)
+        except OSError:
+            break
+        if not data:
+            break  # the policy side closed it (or exited): its workers end when their own connections close
+        request = json.loads(data)
+        if not isinstance(request, dict) or set(request) != REQUEST_KEYS or request["v"] != PROTOCOL or len(fds) != 2:
+            raise WireError(f"a fork request holds exactly {sorted(REQUEST_KEYS)} and two descriptors")
+        pid = os.fork()
+        if pid == 0:
+            _forked(control, {**request, "conn_fd": fds[0], "shm_fd": fds[1]})
+        for fd in fds:
+            os.close(fd)
+        control.send(json.dumps({"v": PROTOCOL, "pid": pid}).encode())
+
+
+def _forked(control: socket.socket, spec: dict[str, Any]) -> None:
+    """A forked worker's whole life: it never returns into the server's loop."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    control.close()
+    code = 0
+    try:
+        serve(spec)
+    except BaseException:  # noqa: BLE001 - the worker's end, as an uncaught exception would end an interpreter
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _report_exits(control: socket.socket) -> None:
+    """Each ended worker's exit status, as multiprocessing gives it (-N: killed by signal N), to the policy side."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        try:
+            control.send(json.dumps({"v": PROTOCOL, "exit": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
+        except OSError:
+            return  # the policy side is gone
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) == 2 and args[0] == "--probe":
         print(json.dumps(probe(json.loads(args[1]))))
     elif len(args) == 2 and args[0] == "--facts":
         print(json.dumps(facts(json.loads(args[1]))))
-    elif len(args) == 1:
-        serve(json.loads(args[0]))
+    elif len(args) == 2 and args[0] == "--server":
+        run_server(json.loads(args[1]))
     else:
-        forms = "--probe REQUEST | --facts REQUEST | WORKER_SPEC"
+        forms = "--probe REQUEST | --facts REQUEST | --server SPEC"
         sys.exit(f"usage: python -m {MODULE} {forms} (started by lerobot_hydra, not by hand)")
 
 

@@ -2,8 +2,9 @@
 
 `env.python` is null (this interpreter: the forkserver's workers, nothing changed), a Python executable (a virtual
 environment's `bin/python`), or a command prefix ending in one (`apptainer exec image.sif python`,
-`uv run --python 3.11 python`). The check starts it once with `--probe` (vector/foreign_worker.py) and refuses, in
-one line naming `env.python`: an interpreter that cannot be started, one without this package, one whose
+`uv run --python 3.11 python`). The check starts the forkserver of the env's workers there once
+(vector/foreign_server.py), which imports the benchmark and reports as `--probe` does, and refuses, in one line
+naming `env.python`: an interpreter that cannot be started, one without this package, one whose
 lerobot_hydra or message protocol differs from this side's, one without the benchmark (its distributions, or
 modules it cannot import), and simulator versions the benchmark is known to fail under (`EnvConfig.check_simulator`).
 The probe's versions are the simulator side's provenance. `simulator_facts` asks that interpreter (this one when
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lerobot_hydra.core.errors import UserError
+from lerobot_hydra.vector.foreign_server import ForeignServer, ServerDown, server_for
 from lerobot_hydra.vector.foreign_worker import MODULE
 from lerobot_hydra.vector.wire import PROTOCOL, env_to_json
 
@@ -63,10 +65,9 @@ def simulator_side(env: EnvConfig) -> SimulatorSide | None:
     """The checked interpreter of `env`'s workers; None for this interpreter (env.python null)."""
     if env.python is None:
         return None
-    packages = tuple(dict.fromkeys([*SIMULATOR_CORE, *env.distributions()]))
-    modules = (type(env).__module__, *env.worker_preload())
-    where = f"env.python={env.python}"
-    side = _checked(where, worker_command(str(env.python)), _probe(str(env.python), packages, modules), packages)
+    setting, packages, modules = _request(env)
+    where = f"env.python={setting}"
+    side = _checked(where, worker_command(setting), _probe(setting, packages, modules), packages)
     env.check_simulator(side.packages, f"{where} has")
     return side
 
@@ -92,15 +93,38 @@ def _facts(setting: str | None, request: str) -> list[dict[str, Any]]:
     return report["facts"]
 
 
+def worker_server(env: EnvConfig) -> ForeignServer:
+    """The running forkserver of `env`'s workers in `env.python` (started again if it was stopped)."""
+    return _server(*_request(env))
+
+
+def _request(env: EnvConfig) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """`env.python`, the packages whose versions its probe reports, the modules it imports (the workers' own)."""
+    packages = tuple(dict.fromkeys([*SIMULATOR_CORE, *env.distributions()]))
+    return str(env.python), packages, (type(env).__module__, *env.worker_preload())
+
+
 @cache
 def _probe(setting: str, packages: tuple[str, ...], modules: tuple[str, ...]) -> dict[str, Any]:
-    """The probe's report (once per process and interpreter); a UserError when there is none."""
-    request = json.dumps({"packages": list(packages), "modules": list(modules)})
-    return _ask(f"env.python={setting}", worker_command(setting), "--probe", request)
+    """The report of the interpreter's forkserver (once per process and interpreter)."""
+    return _server(setting, packages, modules).report
+
+
+def _server(setting: str, packages: tuple[str, ...], modules: tuple[str, ...]) -> ForeignServer:
+    where = f"env.python={setting}"
+    request = {"packages": list(packages), "modules": list(modules)}
+    try:
+        return server_for(worker_command(setting), request, PROBE_TIMEOUT_S)
+    except OSError as err:
+        raise UserError(f"{where} cannot be started ({err}); give a Python executable ({MAKE_ONE})") from err
+    except ServerDown as down:
+        if not down.stderr:
+            raise UserError(f"{where} {down} as a Python with lerobot_hydra does ({MAKE_ONE})") from down
+        raise UserError(_failed_probe(where, down.stderr)) from down
 
 
 def _ask(where: str, command: list[str], form: str, request: str) -> dict[str, Any]:
-    """The one JSON object the worker module prints for `form` (--probe, --facts); a UserError when there is none."""
+    """The one JSON object the worker module prints for `form` (--facts); a UserError when there is none."""
     try:
         done = subprocess.run(
             [*command, "-m", MODULE, form, request],

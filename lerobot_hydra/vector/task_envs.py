@@ -28,11 +28,16 @@ from lerobot_hydra.vector.worker_servers import worker_context
 def foreign_workers(config: EnvConfig, metadata: dict[str, Any], threads: int | None) -> Any:
     """The launcher of `config`'s workers in the interpreter `env.python` names, checked first."""
     from lerobot_hydra.vector.foreign import ForeignWorkers
-    from lerobot_hydra.vector.interpreter import simulator_side
+    from lerobot_hydra.vector.interpreter import simulator_side, worker_server
 
-    side = simulator_side(config)
-    assert side is not None
-    return ForeignWorkers(list(side.command), metadata, threads, config.worker_preload())
+    simulator_side(config)
+    return ForeignWorkers(lambda: worker_server(config), metadata, threads, config.worker_preload())
+
+
+def has_workers(config: EnvConfig, n_envs: int, use_async: bool) -> bool:
+    """Whether a pool of `n_envs` sub-envs runs them in worker processes; simulators of another interpreter always
+    run in its workers, one or more."""
+    return (use_async and n_envs > 1) or config.python is not None
 
 
 def render_threads_per_worker(n_workers: int) -> int | None:
@@ -61,8 +66,7 @@ class EnvPool:
         metadata = {"render_modes": ["rgb_array"], "render_fps": config.fps}
         from lerobot_hydra.vector.slot_vector import SlotVectorEnv
 
-        # Simulators of another interpreter always run in its workers, one or more.
-        workers = (use_async and n_envs > 1) or config.python is not None
+        workers = has_workers(config, n_envs, use_async)
         threads = render_threads_per_worker(n_envs) if workers else None
         fns = [functools.partial(SlotEnv, i, *spaces, metadata, threads) for i in range(n_envs)]
         context = worker_context(config) if workers else None

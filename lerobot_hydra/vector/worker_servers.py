@@ -1,4 +1,5 @@
-"""multiprocessing's forkserver and resource tracker: the servers that start and watch every worker of this process.
+"""multiprocessing's forkserver and resource tracker, and the forkservers of `env.python` interpreters
+(vector/foreign_server.py): the servers that start and watch every worker of this process.
 
 They are shared by every pool of workers in the process: the runs of a paired comparison, two `Evaluator`s, an
 `evaluate` inside an `Evaluator`. Each pool owner holds a `ServerLease` while it may have workers; the servers are
@@ -50,6 +51,8 @@ class ServerLease:
         global _leases
         with _lock:
             if not self.held:
+                if _leases == 0:  # a run that checked an env.python (its server started) and ran no workers
+                    _stop_foreign_servers()
                 return
             self.held = False
             _leases -= 1
@@ -58,10 +61,12 @@ class ServerLease:
 
     def prestart(self, config: EnvConfig) -> None:
         """Holds the servers and starts the forkserver now, so that its imports overlap the parent's (policy
-        loading, torch)."""
-        if worker_context(config) != "forkserver":
+        loading, torch). An `env.python`'s server started when its interpreter was checked."""
+        context = worker_context(config)
+        if context in ("forkserver", "foreign"):
+            self.acquire()
+        if context != "forkserver":
             return
-        self.acquire()
         from multiprocessing import forkserver
 
         from lerobot_hydra.vector.worker_signals import job_signals_blocked
@@ -78,8 +83,16 @@ def leases_held() -> int:
 def _stop_servers() -> None:
     from multiprocessing import forkserver, resource_tracker
 
+    _stop_foreign_servers()
+
     gc.collect()  # frees the closed workers' shared memory, which the resource tracker would otherwise unlink itself
     for server in (forkserver._forkserver, resource_tracker._resource_tracker):
         stop = getattr(server, "_stop", None)  # private, present in CPython 3.8-3.13
         if stop is not None:
             stop()
+
+
+def _stop_foreign_servers() -> None:
+    from lerobot_hydra.vector.foreign_server import stop_foreign_servers
+
+    stop_foreign_servers()

@@ -9,15 +9,17 @@ import os
 import platform
 import random
 import re
+import signal
 import subprocess
 import sys
 from importlib.metadata import version
 from pathlib import Path
 
+import psutil
 import pytest
 
 from devkit.lerobot_checkpoints import tiny_act
-from devkit.worker_kills import kill_a_worker, outcomes, start_eval, wait_for_records
+from devkit.worker_kills import kill_a_worker, outcomes, start_eval, wait_for_records, worker_pids
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.vector import interpreter
 from tests.conftest import outcome, read_episodes, read_json, run_eval, run_here
@@ -77,6 +79,27 @@ def test_a_killed_foreign_worker_is_respawned_and_the_run_equals_an_undisturbed_
     out = stdout + stderr
     assert killed is not None and proc.returncode == 0, out
     assert re.search(r"the MetaWorld worker of sub-env \d was killed by SIGKILL .* replaced it", out), out
+    run_eval(*overrides, out_dir=tmp_path / "clean")
+    assert outcomes(disturbed) == outcomes(tmp_path / "clean")
+    assert len(outcomes(disturbed)) == 8
+
+
+def test_a_killed_forkserver_is_started_again_for_the_next_worker(tmp_path: Path) -> None:
+    """The interpreter's forkserver SIGKILLed mid-run: its workers run on; a worker killed after it is replaced by
+    one forked from a fresh server, and the run equals an undisturbed one. Steps of 20 ms: a run of ~8 s."""
+    overrides = ["env.task=[reach-v3,push-v3]", "policy=random", "env.obs_type=state", "eval.n_episodes=4"]
+    overrides += ["env.episode_length=100", "eval.batch_size=2", f"env.python={metaworld_python('3.3.0')}"]
+    overrides += ["env._target_=tests.helpers.slow_shard_env.SlowShardMetaWorldConfig", "+env.step_sleep_s=0.02"]
+    disturbed = tmp_path / "killed"
+    proc = start_eval(disturbed, overrides)
+    wait_for_records(proc, disturbed, 1)
+    workers = worker_pids(proc.pid)
+    (server,) = [p for p in psutil.Process(proc.pid).children() if "foreign_worker --server" in " ".join(p.cmdline())]
+    server.kill()  # a zombie until the run polls it: not waited for here
+    os.kill(workers[0], signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=600)
+    out = stdout + stderr
+    assert proc.returncode == 0 and "replaced it" in out, out
     run_eval(*overrides, out_dir=tmp_path / "clean")
     assert outcomes(disturbed) == outcomes(tmp_path / "clean")
     assert len(outcomes(disturbed)) == 8
@@ -220,4 +243,6 @@ def test_the_python_api_runs_simulators_in_another_environment() -> None:
     there = lerobot_hydra.evaluate(Constant(), [*overrides, f"env.python={metaworld_python('3.3.0')}"])
     records = [[dataclasses.asdict(r) for t in results.tasks for r in t.records] for results in (here, there)]
     assert [outcome(r) for r in records[0]] == [outcome(r) for r in records[1]]
+    servers = [p for p in psutil.Process().children(recursive=True) if "foreign_worker" in " ".join(p.cmdline())]
+    assert servers == []  # the interpreter's forkserver stopped with the evaluation's last pool
     assert len(records[1]) == 4
