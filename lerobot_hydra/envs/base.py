@@ -128,6 +128,11 @@ class EnvConfig:
         """The simulator for `task`; `render`: it will be asked for frames (videos) besides its observations."""
         raise NotImplementedError
 
+    def zero_action_holds(self) -> bool:
+        """Whether an all-zero action leaves the robot as it is (`eval.clock.hold=noop`): delta end-effector control
+        whose gripper keeps its state at 0. False where a zero action moves something or is not known to."""
+        return False
+
     def display_name(self) -> str:
         """The env in messages (`building the <name> env failed`): by default its kind (MetaWorld, Libero, ...)."""
         return type(self).__name__.removesuffix("EnvConfig")

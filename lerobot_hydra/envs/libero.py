@@ -165,6 +165,11 @@ class LiberoEnvConfig(EnvConfig):
             )
         return spaces.Dict(parts), spaces.Box(-1.0, 1.0, (ACTION_DIM,), np.float32)
 
+    def zero_action_holds(self) -> bool:
+        # An end-effector delta of 0 keeps the controller's goal where the hand is, and robosuite's Panda gripper
+        # moves by the sign of its action.
+        return self.control_mode == "relative"
+
     def build(self, task: TaskSpec, render: bool) -> LiberoTaskEnv:
         return LiberoTaskEnv(self, task)
 

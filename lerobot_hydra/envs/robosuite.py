@@ -78,6 +78,9 @@ class RobosuiteEnvConfig(EnvConfig):
         finally:
             env.close()
 
+    def zero_action_holds(self) -> bool:
+        return True  # its default controller takes end-effector deltas; the Panda gripper moves by the action's sign
+
     def build(self, task: TaskSpec, render: bool) -> TaskEnv:
         return RobosuiteTaskEnv(self, task, render)
 

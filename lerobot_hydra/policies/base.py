@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 if TYPE_CHECKING:
     from lerobot_hydra.envs.base import EnvConfig, TaskSpec
     from lerobot_hydra.policies.clock import Clock
+    from lerobot_hydra.schemas.clock import ClockConfig
 
 
 class Policy(Protocol):
@@ -84,6 +85,21 @@ class RunsOnClock(RowResettablePolicy, Protocol):
         reset; None: nothing is known."""
         ...
 
+    def noop_rows(self) -> list[int]:
+        """The rows whose last `select_action` held under `eval.clock.hold=noop` (`clock.noop_rows`): the runner
+        sends them the env's no-op in place of their action."""
+        ...
+
+
+def rtc_join_refusal(clock: ClockConfig, policy: str) -> str | None:
+    """`eval.clock.join=rtc` refused for a chunked policy without LeRobot's real-time chunking."""
+    if clock.real_time and clock.join == "rtc":
+        return (
+            f"eval.clock.join=rtc: {policy} has no real-time chunking (LeRobot's SmolVLA, pi0 and pi0.5 have it, "
+            "evaluated in this process); use eval.clock.join=aggregate"
+        )
+    return None
+
 
 def runs_on_clock(policy: Policy) -> bool:
     """Whether `policy`'s class declared `RunsOnClock` (subclasses it)."""
@@ -123,13 +139,15 @@ class PolicyConfig:
         batches that mix tasks; False where it is not known (the workers then plan for batches of one task)."""
         return False
 
-    def clock_refusal(self) -> str | None:
-        """Why this policy cannot run on a real-time `eval.clock` and what to use instead; None: it can (its
-        policy subclasses `RunsOnClock`). Known before anything is built."""
+    def clock_refusal(self, clock: ClockConfig) -> str | None:
+        """Why this policy cannot run on `clock` and what to use instead, one sentence naming the setting; None: it
+        can (a real-time clock: its policy subclasses `RunsOnClock`). Known before anything is built."""
+        if not clock.real_time:
+            return None
         return (
-            f"{type(self).__name__} hands the rollout one action per step, not chunks; use eval.clock.mode=lockstep, "
-            "or a chunked policy in this process (a LeRobot ACT, Diffusion, SmolVLA, pi0 or pi0.5 checkpoint, "
-            "policy=metaworld_expert policy.chunk=10)"
+            f"eval.clock.mode={clock.mode}: {type(self).__name__} hands the rollout one action per step, not chunks; "
+            "use eval.clock.mode=lockstep, or a chunked policy (a LeRobot checkpoint of a chunked family, "
+            "policy=metaworld_expert policy.chunk=10, or a served policy)"
         )
 
     def family(self) -> str | None:

@@ -7,7 +7,13 @@ actions whose timestep has already been executed are dropped, those whose timest
 the queued one by the aggregate function, and the queue becomes the chunk's remaining actions. When the queue is
 empty the robot does not move. Here the wall clock is the row's control steps: a chunk asked for at a step, from that
 step's observation, joins the queue `latency` steps later (the latency in ms at the env's fps, rounded up), and a row
-with an empty queue holds: it repeats its last action and its timestep does not advance, as the robot's does not.
+with an empty queue holds: it repeats its last action (or sends the env's no-op, `hold=noop`) and its timestep does
+not advance, as the robot's does not.
+
+With `join=rtc` a chunk joins as in LeRobot's real-time chunking engine (`lerobot.rollout.inference.rtc`): it is
+computed with guidance towards the row's leftover (the queued actions at the request), assuming the delay that
+engine assumes, the largest latency of the episode so far in steps, and on arrival it replaces the queue from the
+first timestep not yet executed (no blending).
 
 Two choices the robot leaves open are fixed here. One chunk is in flight per row at a time (LeRobot's server
 computes one at a time and drops the observations sent meanwhile). A chunk asked for after the action of timestep t
@@ -21,6 +27,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +113,14 @@ class TimedRow:
         self.last: Any = None
         self.timing = RowTiming(not_reproducible=MEASURED if clock.config.mode == "measured" else None)
         self.draws = latency_draws(clock.config, seed, task)
+        self.held = False  # whether the last `pop` held, the queue empty
+
+    def guidance(self) -> tuple[int, list[Any]] | None:
+        """join=rtc: (the delay in steps the guidance assumes, the leftover it is guided towards) for a chunk asked
+        for now; None: nothing to guide towards (an empty queue) or join=aggregate."""
+        if self.clock.config.join != "rtc" or not self.queue:
+            return None
+        return self.clock.steps(max(self.timing.latency_ms, default=0.0)), [a for _, a in self.queue]
 
     def wants_chunk(self) -> bool:
         """Whether the row asks for a chunk at this step, from this step's observation (after `arrive`)."""
@@ -138,7 +153,7 @@ class TimedRow:
         """LeRobot's rule: passed timesteps dropped, queued ones blended, the queue becomes the chunk's rest."""
         self.chunk_size = max(self.chunk_size, len(actions))
         queued = dict(self.queue)
-        name = self.clock.config.aggregate
+        name = "latest_only" if self.clock.config.join == "rtc" else self.clock.config.aggregate
         self.queue = deque(
             (t, blend(name, queued[t], a) if t in queued else a)
             for t, a in enumerate(actions, start=first)
@@ -147,6 +162,7 @@ class TimedRow:
 
     def pop(self) -> Any:
         """This step's action (the queue's next, or the last one held), after which a control step passes."""
+        self.held = not self.queue
         if self.queue:
             self.latest, self.last = self.queue.popleft()
         else:
@@ -167,3 +183,8 @@ class TimedRow:
             low = max(0.0, config.latency_ms - config.spread_ms)
             return float(self.draws.uniform(low, config.latency_ms + config.spread_ms))
         return max(0.0, float(self.draws.normal(config.latency_ms, config.spread_ms)))
+
+
+def noop_rows(rows: Sequence[TimedRow | None]) -> list[int]:
+    """The rows that held at this step on a clock with `hold=noop`: the env's no-op goes to them."""
+    return [i for i, row in enumerate(rows) if row is not None and row.held and row.clock.config.hold == "noop"]

@@ -16,7 +16,7 @@ import numpy as np
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.policies.base import RunsOnClock
-from lerobot_hydra.policies.clock import Clock, RowTiming, TimedRow
+from lerobot_hydra.policies.clock import Clock, RowTiming, TimedRow, noop_rows
 
 STATE_KEY = "observation.environment_state"
 HAND, OBJECT = slice(0, 3), slice(4, 7)
@@ -64,6 +64,9 @@ class ChunkedExpertPolicy(RunsOnClock):
     def row_timing(self, row: int) -> dict[str, Any] | None:
         state = self.rows[row]
         return state.timings().fields() if state is not None else None
+
+    def noop_rows(self) -> list[int]:
+        return noop_rows([None if row is None else row.timed for row in self.rows])
 
     def _row(self, task: TaskSpec, seed: int | None) -> _Row | None:
         return None if seed is None else _Row(self.experts(task.name), self.clock, seed, task.name)

@@ -12,7 +12,8 @@ import numpy as np
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
-from lerobot_hydra.policies.base import Policy, PolicyConfig, RowResettablePolicy
+from lerobot_hydra.policies.base import Policy, PolicyConfig, RowResettablePolicy, rtc_join_refusal
+from lerobot_hydra.schemas.clock import ClockConfig
 
 STATE_KEY = "observation.environment_state"
 
@@ -23,10 +24,13 @@ class MetaWorldExpertConfig(PolicyConfig):
     # that runs on a real-time eval.clock; policies/metaworld_chunked.py).
     chunk: int | None = None
 
-    def clock_refusal(self) -> str | None:
-        if self.chunk is None:
-            return "policy=metaworld_expert computes one action per step; give policy.chunk=10 to plan chunks"
-        return None
+    def clock_refusal(self, clock: ClockConfig) -> str | None:
+        if clock.real_time and self.chunk is None:
+            return (
+                f"eval.clock.mode={clock.mode}: policy=metaworld_expert computes one action per step; give "
+                "policy.chunk=10 to plan chunks"
+            )
+        return rtc_join_refusal(clock, "policy=metaworld_expert")
 
     @classmethod
     def check_env(cls, env_cls: type) -> None:

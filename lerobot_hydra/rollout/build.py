@@ -55,8 +55,8 @@ def build_run(
     policy = instantiate_node(cfg.policy) if policy is None else policy
     if not isinstance(policy, PolicyConfig):
         raise UserError(f"policy._target_ must name a PolicyConfig subclass, got {type(policy).__name__}")
-    clock = run_clock(cfg, policy)
     env = env.for_policy(policy)  # the env processors lerobot-eval gives this policy
+    clock = run_clock(cfg, policy, env)
     tasks = unique_tasks(env.tasks())
     require_tasks(tasks)
     run_env = env.observing(policy.reads(env))
@@ -65,10 +65,15 @@ def build_run(
     return RunParts(gl, env, policy, tasks, run_env, env_pre, env_post, device, clock)
 
 
-def run_clock(cfg: DictConfig, policy: PolicyConfig) -> ClockConfig:
-    """`eval.clock` (checked by `validate`), refused in one line for a policy that cannot run on it."""
+def run_clock(cfg: DictConfig, policy: PolicyConfig, env: EnvConfig) -> ClockConfig:
+    """`eval.clock` (checked by `validate`), refused in one line for a policy or env that cannot run on it."""
     node = cfg.get("eval", {}).get("clock") if isinstance(cfg.get("eval"), DictConfig) else None
     clock = ClockConfig(**OmegaConf.to_container(node)) if node is not None else ClockConfig()  # type: ignore[arg-type]
-    if clock.real_time and (reason := policy.clock_refusal()) is not None:
-        raise UserError(f"eval.clock.mode={clock.mode}: {reason}")
+    if (reason := policy.clock_refusal(clock)) is not None:
+        raise UserError(reason)
+    if clock.real_time and clock.hold == "noop" and not env.zero_action_holds():
+        raise UserError(
+            f"eval.clock.hold=noop: {env.display_name()} has no action that leaves the robot as it is (a zero "
+            "action moves it or its gripper); use eval.clock.hold=repeat"
+        )
     return clock

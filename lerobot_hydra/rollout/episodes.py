@@ -108,3 +108,17 @@ def capture_frames(pool: EnvPool, running: list[Episode | None], only: set[int])
             episode.video = None
         else:
             episode.video.add(frames[i])
+
+
+def as_actions(action: Any, n: int, dtype: Any, noop: list[int]) -> np.ndarray:
+    """The policy's actions as the env's batch; the rows in `noop` get the env's no-op, all zeros
+    (`eval.clock.hold=noop`, `EnvConfig.zero_action_holds`)."""
+    if hasattr(action, "detach"):
+        action = action.detach().to("cpu").numpy()
+    action = np.asarray(action, dtype=dtype)
+    if action.shape[:1] != (n,):
+        raise ValueError(f"the policy returned actions of shape {action.shape}; expected a batch of {n}")
+    if noop:
+        action = action.copy()
+        action[noop] = 0
+    return action

@@ -41,7 +41,7 @@ from lerobot_hydra.policies.base import (
 from lerobot_hydra.processors.observation import RAW_KEY
 from lerobot_hydra.processors.pipeline import Pipeline
 from lerobot_hydra.rollout.episode_errors import EpisodeErrors, check_finite, error_record
-from lerobot_hydra.rollout.episodes import Episode, Unit, capture_frames
+from lerobot_hydra.rollout.episodes import Episode, Unit, as_actions, capture_frames
 from lerobot_hydra.rollout.filming import Filming
 from lerobot_hydra.rollout.health import TaskBroken
 from lerobot_hydra.rollout.plan import TaskWork, episode_seed
@@ -244,7 +244,8 @@ class _Segment:
             reads = cast(DeclaresReads, self.ctx.policy).reads_next()
             self.pool.blind_steps([i for i, read in enumerate(reads) if not read])
         vec, before = self.pool.vec, self.obs
-        sent = _as_actions(action, n, vec.single_action_space.dtype)
+        noop = cast(RunsOnClock, self.ctx.policy).noop_rows() if self.clocked else []
+        sent = as_actions(action, n, vec.single_action_space.dtype, noop)
         self.obs, reward, _, _, info = vec.step(sent)
         check_finite(self.obs, reward, [i for i, e in enumerate(running) if e is not None], "step")
         finished = {i for i, e in enumerate(running) if e is not None and info["done"][i]}
@@ -289,12 +290,3 @@ class _Segment:
         upcoming = None if self.schedule.mixed else self.schedule.upcoming_task(self.batch_task)
         if upcoming is not None:
             self.pool.prepare_ahead(i, upcoming)
-
-
-def _as_actions(action: Any, n: int, dtype: Any) -> np.ndarray:
-    if hasattr(action, "detach"):
-        action = action.detach().to("cpu").numpy()
-    action = np.asarray(action, dtype=dtype)
-    if action.shape[:1] != (n,):
-        raise ValueError(f"the policy returned actions of shape {action.shape}; expected a batch of {n}")
-    return action

@@ -42,7 +42,10 @@ def run_identity(
     if dynamic_claims(eval_cfg):
         identity["claims"] = "dynamic"
     if eval_cfg.clock.real_time:  # the latency changes the episodes (lockstep runs keep their fingerprint)
-        identity["clock"] = dataclasses.asdict(eval_cfg.clock)
+        clock = dataclasses.asdict(eval_cfg.clock)
+        if clock["join"] == "aggregate":
+            del clock["join"]  # the join before there was a choice: earlier runs keep their fingerprint
+        identity["clock"] = clock
     return identity
 
 

@@ -3,7 +3,8 @@
 lockstep (the default) is every run so far: the simulator waits for the policy. modeled and measured are real time:
 each inference costs a latency (modeled: `latency_ms`, fixed or drawn per episode; measured: its wall time on this
 device), turned into control steps at the env's fps, and the rows execute their queued actions meanwhile under
-LeRobot's async-inference rules (policies/clock.py).
+LeRobot's async-inference rules (policies/clock.py). A new chunk joins a row's queue by LeRobot's aggregate
+functions, or by real-time chunking (RTC): computed with guidance towards the row's leftover, it replaces the queue.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ AGGREGATE_WEIGHTS: dict[str, tuple[float, float] | None] = {
     "average": (0.5, 0.5),
     "conservative": (0.7, 0.3),
 }
-HOLDS = ("repeat",)
+JOINS = ("aggregate", "rtc")
+HOLDS = ("repeat", "noop")
 
 
 @dataclass
@@ -39,17 +41,22 @@ class ClockConfig:
     # Real time: a row asks for its next chunk once its queue holds this fraction of a chunk or less (LeRobot's
     # chunk_size_threshold); 0: only when the queue is empty.
     chunk_size_threshold: float = 0.5
-    # Real time: how a new chunk's action joins the queued action of the same timestep (LeRobot's aggregate_fn_name).
+    # join=aggregate: LeRobot's aggregate_fn_name, how a new action joins the queued action of the same timestep.
     aggregate: str = "weighted_average"
-    # Real time, a row whose queue ran dry while its chunk is in flight: repeat (its last action again).
+    # Real time, a row whose queue ran dry while its chunk is in flight: repeat (its last action again) or noop
+    # (the env's action that leaves the robot as it is: envs with delta end-effector control, such as LIBERO).
     hold: str = "repeat"
+    # Real time: how a new chunk joins the queue. aggregate: each new action is blended with the queued action of its
+    # timestep by `aggregate`. rtc: LeRobot's real-time chunking (SmolVLA, pi0, pi0.5): the chunk is computed with
+    # guidance towards the queue's leftover and replaces it (policy.rtc tunes the guidance).
+    join: str = "aggregate"
 
     @property
     def real_time(self) -> bool:
         return self.mode != "lockstep"
 
 
-_REAL_TIME_ONLY = ("chunk_size_threshold", "aggregate", "hold")
+_REAL_TIME_ONLY = ("chunk_size_threshold", "join", "aggregate", "hold")
 _MODELED_ONLY = ("latency_ms", "distribution", "spread_ms")
 
 
@@ -89,9 +96,16 @@ def check_clock(clock: ClockConfig) -> None:
             f"eval.clock.aggregate={clock.aggregate!r} is not one of LeRobot's aggregate functions: "
             f"{', '.join(names)}{did_you_mean(clock.aggregate, names)}"
         )
+    if clock.join not in JOINS:
+        raise UserError(
+            f"eval.clock.join={clock.join!r} is not one of {', '.join(JOINS)}{did_you_mean(clock.join, list(JOINS))}"
+        )
+    if clock.join == "rtc" and clock.aggregate != defaults.aggregate:
+        raise UserError(
+            "eval.clock.aggregate is used only with eval.clock.join=aggregate: under join=rtc the guided chunk "
+            "replaces the queue; drop eval.clock.aggregate"
+        )
     if clock.hold not in HOLDS:
         raise UserError(
-            f"eval.clock.hold={clock.hold!r} is not supported: a row whose queue ran dry repeats its last action "
-            "(eval.clock.hold=repeat); no env here has an action that leaves the robot as it is (a zero action "
-            "still drives the gripper, and PushT's would be the agent's own position)"
+            f"eval.clock.hold={clock.hold!r} is not one of {', '.join(HOLDS)}{did_you_mean(clock.hold, list(HOLDS))}"
         )

@@ -87,11 +87,6 @@ class ChunkPolicy:
             else:
                 why = f"the {type(runtime).__name__} cannot be served yet: the server serves LeRobot policies"
             raise UserError(f"{why}; evaluate it in-process instead")
-        if runtime.rtc is not None:
-            raise UserError(
-                "real-time chunking (policy.rtc) cannot be served yet: its pending chunks would have to travel with "
-                "every request; evaluate it in-process, or serve the policy without policy.rtc"
-            )
         runtime.reset(None, [])
         layout = runtime.layout
         assert layout is not None

@@ -26,8 +26,9 @@ import numpy as np
 
 from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import EnvConfig, TaskSpec
-from lerobot_hydra.policies.base import DeclaresReads, PolicyConfig, RunsOnClock
-from lerobot_hydra.policies.clock import Clock, RowTiming, TimedRow
+from lerobot_hydra.policies.base import DeclaresReads, PolicyConfig, RunsOnClock, rtc_join_refusal
+from lerobot_hydra.policies.clock import Clock, RowTiming, TimedRow, noop_rows
+from lerobot_hydra.schemas.clock import ClockConfig
 from lerobot_hydra.serving.connection import Access, Connection
 from lerobot_hydra.serving.replies import checked_actions, checked_metadata, checked_noise
 from lerobot_hydra.serving.wire import EXTENSION_KEY, METADATA_KEY, PROTOCOL_VERSION
@@ -92,8 +93,10 @@ class RemotePolicyConfig(PolicyConfig):
     def resets_rows(self) -> bool:
         return True
 
-    def clock_refusal(self) -> str | None:
-        return None  # each row's queue runs on the clock here, its latency the request's (docs/timing.md)
+    def clock_refusal(self, clock: ClockConfig) -> str | None:
+        # Each row's queue runs on the clock here, its latency the request's (docs/timing.md); the server takes no
+        # leftover to guide a chunk towards.
+        return rtc_join_refusal(clock, "a served policy")
 
     def build(self, env: EnvConfig, device: str) -> RemotePolicy:
         from lerobot_hydra.policies.lerobot.features import env_observation_features
@@ -187,6 +190,9 @@ class RemotePolicy(RunsOnClock, DeclaresReads):
     def row_timing(self, row: int) -> dict[str, Any] | None:
         state = self.rows[row]
         return None if state.idle else (state.timed.timing if state.timed is not None else state.timing).fields()
+
+    def noop_rows(self) -> list[int]:
+        return noop_rows([row.timed for row in self.rows])
 
     def _row(self, seed: int | None, task: TaskSpec) -> Row:
         timed = TimedRow(self.clock, seed, task.name) if self.clock is not None and seed is not None else None

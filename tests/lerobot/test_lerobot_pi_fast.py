@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.lerobot, pytest.mark.usefixtures("one_torch_thread")]
 RUN = ["eval.use_async_envs=false", "eval.max_episodes_rendered=0", "device=cpu"]
 METAWORLD_PIXELS = {"observation.image": ("VISUAL", (3, 32, 32)), "observation.state": ("STATE", (4,))}
 SAMPLED = "policy.overrides={temperature: 1.0}"
-RTC = "+policy.rtc={inference_delay: 2}"
+RTC = "+policy.rtc={execution_horizon: 4}"
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +134,23 @@ def test_pi0_fast_sampling_at_a_temperature_runs_one_row_at_a_time(
     assert len({tuple(a.tolist()) for a in drawn}) > 1  # the seeds drew different tokens
     assert torch.equal(actions(sampled, seeds[2:3], one)[0], drawn[2])
     assert len({tuple(a.tolist()) for a in actions(greedy, seeds, rows)}) == 1
+
+
+@pytest.mark.parametrize("decoding", ["policy.overrides=null", SAMPLED])
+def test_pi0_fast_on_the_clock_with_no_latency_is_lockstep(
+    checkpoints: dict[str, Path], tmp_path: Path, decoding: str
+) -> None:
+    """Greedy (per row) and sampling (one row at a time, each chunk what one `select_action` computes) on a real-time
+    eval.clock at 0 ms and threshold 0: the episodes of lockstep, chunk for chunk."""
+    from tests.rollout.test_clock_runs import ZERO
+
+    common = ["env=pusht", "policy=pi0_fast", f"policy.path={checkpoints['pusht']}", decoding, *RUN]
+    common += ["env.episode_length=10", "eval.n_episodes=3", "eval.batch_size=2"]
+    evaluate_here(tmp_path / "lockstep", *common)
+    evaluate_here(tmp_path / "clock", *common, *ZERO)
+    assert outcomes(tmp_path / "clock") == outcomes(tmp_path / "lockstep")
+    inferences = [[r["inferences"] for r in read_episodes(tmp_path / run)] for run in ("lockstep", "clock")]
+    assert inferences[0] == inferences[1] and min(inferences[0]) >= 2
 
 
 def test_pi0_fast_through_the_server_records_as_in_process(checkpoints: dict[str, Path], tmp_path: Path) -> None:

@@ -1,12 +1,13 @@
-"""Real-time chunking with a simulated latency (`policy.rtc`, lerobot_hydra/policies/lerobot/rtc.py): each row asks
-for its next chunk at the queue threshold, LeRobot's guidance sees the row's leftover, and the chunk takes over
-`inference_delay` steps later, exactly as LeRobot's own RTC action queue does it; per row, so refill, batch size
-and shards leave every episode as it is. Tiny SmolVLA, pi0 and pi0.5 (built offline, chunks of 8) on
-tests/helpers/drift_env.py."""
+"""Real-time chunking on the clock (`eval.clock.join=rtc`, lerobot_hydra/policies/lerobot/rtc.py): each row asks for
+its next chunk at the clock's threshold, LeRobot's guidance sees the row's leftover and the delay LeRobot's RTC engine
+assumes, and the chunk replaces the queue when its latency has passed, exactly as LeRobot's own RTC action queue
+does it; per row, so refill, batch size, shards and drawn latencies leave every episode as it is. Tiny SmolVLA, pi0
+and pi0.5 (built offline, chunks of 8) on tests/helpers/drift_env.py."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,11 +23,23 @@ pytest.importorskip("lerobot")
 pytestmark = [pytest.mark.lerobot, pytest.mark.usefixtures("one_torch_thread")]
 
 CHUNK, DELAY, THRESHOLD, HORIZON = 8, 2, 4, 6
-RTC = {"inference_delay": DELAY, "queue_threshold": THRESHOLD, "execution_horizon": HORIZON}
-# (inference_delay, queue_threshold, execution_horizon) -> the steps at which a row asks for a chunk. The first:
-# 4 actions executed, 2 more while it computes, a leftover of 4 padded to 6; the second: asks with 5 left, cut to 3.
+FPS = 30.0  # DriftEnvConfig's
+RTC = {"execution_horizon": HORIZON}
+# (latency in steps, queue threshold in actions, execution_horizon) -> the steps at which a row asks for a chunk. The
+# first: 4 actions executed, 2 more while it computes, a leftover of 4 padded to 6; the second: asks with 5 left, cut
+# to 3.
 TIMINGS = {(DELAY, THRESHOLD, HORIZON): [0, 4, 8, 12], (1, 5, 3): [0, 3, 6, 9, 12]}
 SEED = 1000
+
+
+def rtc_clock(delay: int, threshold: int, **settings: Any) -> Any:
+    """A modeled clock of `delay` steps per inference at the drift env's fps, asking at `threshold` actions left."""
+    from lerobot_hydra.policies.clock import Clock
+    from lerobot_hydra.schemas.clock import ClockConfig
+
+    # Half a step less than `delay` steps: rounded up to `delay` (a whole number of steps in ms is no exact float).
+    config = ClockConfig("modeled", (delay - 0.5) * 1000.0 / FPS, chunk_size_threshold=threshold / CHUNK, join="rtc")
+    return Clock(dataclasses.replace(config, **settings), FPS)
 
 
 @pytest.fixture(scope="module")
@@ -52,11 +65,16 @@ def smolvla(checkpoints: dict[str, Path]) -> Path:
     return checkpoints["smolvla"]
 
 
-def load(path: Path, rtc: dict[str, Any] | None = RTC, **settings: Any) -> tuple[DriftEnvConfig, Any]:
+def load(
+    path: Path, rtc: dict[str, Any] | None = RTC, clock: Any = None, **settings: Any
+) -> tuple[DriftEnvConfig, Any]:
+    """The drift env and the policy built as eval.py builds it, on `clock` (default: 2 steps, asking at 4 left)."""
     from lerobot_hydra.policies.lerobot.config import LeRobotPolicyConfig
 
     env = DriftEnvConfig(pixels=True, episode_length=30)
-    return env, LeRobotPolicyConfig(path=str(path), device="cpu", rtc=rtc, **settings).build(env, "cpu")
+    policy = LeRobotPolicyConfig(path=str(path), device="cpu", rtc=rtc, **settings).build(env, "cpu")
+    policy.use_clock(rtc_clock(DELAY, THRESHOLD) if clock is None else clock)
+    return env, policy
 
 
 def drifting_batches(env: DriftEnvConfig, steps: int) -> list[dict[str, Any]]:
@@ -84,9 +102,9 @@ def reference(
     policy: Any, batches: list[dict[str, Any]], delay: int, threshold: int, horizon: int
 ) -> tuple[list[Any], list[int], bool]:
     """One row through LeRobot's own RTC action queue, as its RTC engine drives it, with the latency played out in
-    steps: a chunk asked for at step t is merged at step t + delay. The episode's first chunk is used from its
-    first action (real_delay 0: no time passes while it is computed; see lerobot/rtc.py). (its actions, the steps
-    that asked, whether the guidance changed a chunk)"""
+    steps: a chunk asked for at step t is merged at step t + delay. The episode's first chunk is awaited, used from
+    its first action (real_delay 0; policies/clock.py). (its actions, the steps that asked, whether the guidance
+    changed a chunk)"""
     import torch
     from lerobot.policies.rtc.action_queue import ActionQueue
     from lerobot.policies.rtc.configuration_rtc import RTCConfig
@@ -138,8 +156,7 @@ def test_a_row_follows_lerobots_own_rtc_action_queue(
     checkpoints: dict[str, Path], family: str, timing: tuple[int, int, int]
 ) -> None:
     delay, threshold, horizon = timing
-    rtc = {"inference_delay": delay, "queue_threshold": threshold, "execution_horizon": horizon}
-    env, policy = load(checkpoint(checkpoints, family), rtc)
+    env, policy = load(checkpoint(checkpoints, family), {"execution_horizon": horizon}, rtc_clock(delay, threshold))
     batches = drifting_batches(env, 15)
     expected, expected_asks, guided = reference(policy.fork(), batches, *timing)
     assert expected_asks == TIMINGS[timing]
@@ -158,6 +175,12 @@ def test_a_row_follows_lerobots_own_rtc_action_queue(
         action = policy.select_action(batch)
         assert np.array_equal(np.asarray(action)[0], np.asarray(expected[step])), f"step {step}"
     assert asks == expected_asks
+    timing_record = policy.row_timing(0)
+    assert timing_record["latency_steps"] == [0] + [delay] * (len(expected_asks) - 1)
+
+
+# Latencies drawn per inference (1 to 4 steps at 30 fps), so rows asking at one step may assume different delays.
+DRAWN = {"distribution": "uniform", "latency_ms": 80.0, "spread_ms": 45.0}
 
 
 @pytest.mark.parametrize("family", ["smolvla", pytest.param("pi05", marks=pytest.mark.slow)])
@@ -166,53 +189,76 @@ def test_rtc_rows_refill_and_keep_their_episodes_across_batches_and_shards(
 ) -> None:
     from tests.lerobot.test_lerobot_refill import run
 
-    smolvla = checkpoint(checkpoints, family)
-    env, policy = load(smolvla)
-    batched, steps = run(env, policy, 3)
-    assert steps == 16  # sub-envs started their next episode at once (lockstep would take 23)
+    path = checkpoint(checkpoints, family)
+    clock = rtc_clock(DELAY, THRESHOLD, **DRAWN)
+    env, policy = load(path, clock=clock)
+    batched, _ = run(env, policy, 3)
     # Float kernels round differently for another batch size (~1e-7 in an action on CPU): rewards to 1e-5.
     rewards = [reward for o in batched for reward in o[3:5]]
     shards = sorted(run(env, policy.fork(), 2, [0, 3, 4])[0] + run(env, policy.fork(), 2, [1, 2, 5])[0])
     for other in (run(env, policy.fork(), 1)[0], shards):
         assert [o[:3] + o[5:] for o in other] == [o[:3] + o[5:] for o in batched]
         assert [reward for o in other for reward in o[3:5]] == pytest.approx(rewards, rel=1e-5, abs=1e-6)
-    _, plain = load(smolvla, rtc=None)
+    # The same clock joining the same chunks unguided (latest_only replaces the queue as RTC does): other actions.
+    _, plain = load(
+        path,
+        None,
+        dataclasses.replace(clock, config=dataclasses.replace(clock.config, join="aggregate", aggregate="latest_only")),
+    )
     unguided = [reward for o in run(env, plain, 3)[0] for reward in o[3:5]]
-    assert unguided != pytest.approx(rewards, rel=1e-3)  # the setting changes what the policy does
+    assert unguided != pytest.approx(rewards, rel=1e-3)  # the guidance changes what the policy does
+
+
+def test_rows_asking_together_get_one_guided_pass_per_assumed_delay(smolvla: Path) -> None:
+    """Rows asking at one step with different assumed delays (their episodes drew other latencies) go in one guided
+    pass per delay, every pass of the batch's size with each row at its own position."""
+    env, policy = load(smolvla, clock=rtc_clock(DELAY, THRESHOLD, **DRAWN))
+    passes: list[tuple[int, int | None, int]] = []  # (step, assumed delay or None: unguided, batch size)
+    predict = policy.policy.predict_action_chunk
+
+    def counted(batch: dict[str, Any], **kwargs: Any) -> Any:
+        passes.append((step, kwargs.get("inference_delay"), len(batch["observation.state"])))
+        return predict(batch, **kwargs)
+
+    policy.policy.predict_action_chunk = counted
+    policy.reset(env.tasks()[0], [SEED, SEED + 1, SEED + 2])
+    for step, batch in enumerate(drifting_batches(env, 40)):  # noqa: B007 (`counted` reads it)
+        policy.select_action({k: v if k == "task" else np.concatenate([v] * 3) for k, v in batch.items()})
+    assert all(size == 3 for _, _, size in passes)
+    by_step: dict[int, list[int | None]] = {}
+    for at, delay, _ in passes:
+        by_step.setdefault(at, []).append(delay)
+    assert all(len(set(delays)) == len(delays) for delays in by_step.values())  # one pass per delay
+    assert any(len([d for d in delays if d is not None]) >= 2 for delays in by_step.values())
 
 
 def test_policy_rtc_reaches_the_runtime_from_the_config_tree(smolvla: Path, compose: Any) -> None:
-    from lerobot_hydra.policies.lerobot.rtc import SimulatedLatency
-    from lerobot_hydra.schemas.schema import instantiate_node
+    from lerobot_hydra.policies.clock import Clock
+    from lerobot_hydra.rollout.build import build_run
+    from lerobot_hydra.schemas.schema import validate
 
-    cfg = compose(
-        "policy=smolvla", f"policy.path={smolvla}", "device=cpu", "policy.rtc={inference_delay: 2, queue_threshold: 4}"
-    )
-    node = instantiate_node(cfg.policy)
-    assert node.rtc == {"inference_delay": 2, "queue_threshold": 4}
-    node.rtc = {**node.rtc, "execution_horizon": 6}
-    runtime = node.build(DriftEnvConfig(pixels=True), "cpu")
-    assert runtime.rtc == SimulatedLatency(2, 4, 6)
-    assert runtime.policy.config.rtc_config.enabled and runtime.policy.config.rtc_config.execution_horizon == 6
-    assert runtime.fork().rtc == runtime.rtc
+    clock = ["eval.clock.mode=modeled", "eval.clock.latency_ms=60", "eval.clock.join=rtc"]
+    cfg = compose("policy=smolvla", f"policy.path={smolvla}", "device=cpu", "env=pusht", *clock)
+    cfg.policy.rtc = {"execution_horizon": HORIZON}
+    validate(cfg)
+    parts = build_run(cfg)  # the clock checked against the policy; the policy built for the drift env, as parts would
+    runtime = parts.policy.build(DriftEnvConfig(pixels=True), "cpu")
+    runtime.use_clock(Clock(parts.clock, FPS))
+    assert runtime.guided and runtime.clock.config.join == "rtc"
+    assert runtime.policy.config.rtc_config.enabled and runtime.policy.config.rtc_config.execution_horizon == HORIZON
+    assert runtime.fork().guided
 
 
 @pytest.mark.parametrize(
     ("rtc", "message"),
     [
-        (3, r"policy.rtc must be a mapping such as \{inference_delay: 3\}, got 3"),
-        ({}, r"policy.rtc needs inference_delay"),
-        ({"inference_dely": 2}, r"policy.rtc.inference_dely is not an RTC setting \(did you mean 'inference_delay'"),
-        ({"inference_delay": -1}, r"policy.rtc.inference_delay must be an integer >= 0, got -1"),
-        ({"inference_delay": 5, "queue_threshold": 5}, r"inference_delay=5 is more than half the chunk \(8 actions\)"),
-        ({"inference_delay": 2, "queue_threshold": 1}, r"policy.rtc.queue_threshold must be an integer >= 2, got 1"),
-        ({"inference_delay": 0, "queue_threshold": 0}, r"policy.rtc.queue_threshold must be an integer >= 1, got 0"),
-        (
-            {"inference_delay": 2, "queue_threshold": 4},
-            r"execution_horizon must be at most the chunk size \(8\), not 10",
-        ),
-        ({**RTC, "max_guidance_weight": "x"}, r"policy.rtc.max_guidance_weight must be a number > 0, got 'x'"),
-        ({**RTC, "prefix_attention_schedule": "cubic"}, r"'cubic' is not a schedule; valid: ZEROS, ONES, LINEAR, EXP"),
+        (3, r"policy.rtc must be a mapping such as \{execution_horizon: 10\}, got 3"),
+        ({"inference_delay": 2}, r"policy.rtc.inference_delay is the clock's now: .*eval.clock.join=rtc"),
+        ({"queue_threshold": 2}, r"policy.rtc.queue_threshold is the clock's now"),
+        ({"execution_horizn": 2}, r"policy.rtc.execution_horizn is not an RTC guidance setting \(did you mean"),
+        ({"execution_horizon": 10}, r"execution_horizon must be an integer from 1 to the chunk size 8, not 10"),
+        ({"max_guidance_weight": "x"}, r"policy.rtc.max_guidance_weight must be a number > 0, got 'x'"),
+        ({"prefix_attention_schedule": "cubic"}, r"'cubic' is not a schedule; valid: ZEROS, ONES, LINEAR, EXP"),
     ],
 )
 def test_rtc_settings_are_checked_in_one_line(smolvla: Path, rtc: dict[str, Any], message: str) -> None:
@@ -227,36 +273,45 @@ def test_rtc_is_refused_where_it_cannot_run(smolvla: Path, tmp_path: Path) -> No
     import shutil
 
     from lerobot_hydra.core.errors import UserError
-    from lerobot_hydra.serving.chunks import ChunkPolicy
+    from lerobot_hydra.policies.lerobot.config import LeRobotPolicyConfig
+    from lerobot_hydra.schemas.clock import ClockConfig
+    from lerobot_hydra.serving.client import RemotePolicyConfig
     from tests.helpers.drift_env import DRIFT_STATE
 
-    act = tiny_act(tmp_path / "act", DRIFT_STATE, DRIFT_ACTION)
-    with pytest.raises(UserError, match=r"the act policy has no real-time chunking .*; remove policy.rtc"):
-        load(act, {"inference_delay": 1})
-    with pytest.raises(UserError, match=r"overrides.rtc_config takes only null \(RTC off\); turn real-time chunking"):
-        load(smolvla, None, overrides={"rtc_config": {"enabled": True}})
-    with pytest.raises(UserError, match=r"real-time chunking \(policy.rtc\) cannot be served yet"):
-        ChunkPolicy(load(smolvla)[1], {}, "smolvla")
+    def refusal(path: Path, clock: ClockConfig, **settings: Any) -> str | None:
+        return LeRobotPolicyConfig(path=str(path), device="cpu", **settings).clock_refusal(clock)
 
-    # A checkpoint saved with RTC on records no latency: it needs one, or RTC off.
+    rtc, lockstep = ClockConfig("modeled", 50.0, join="rtc"), ClockConfig()
+    act = tiny_act(tmp_path / "act", DRIFT_STATE, DRIFT_ACTION)
+    assert refusal(act, rtc) == (
+        "eval.clock.join=rtc: the act policy has no real-time chunking (RTC exists for pi0, pi05, smolvla); use "
+        "eval.clock.join=aggregate"
+    )
+    assert refusal(smolvla, rtc) is None
+    assert refusal(smolvla, lockstep, rtc={"execution_horizon": 4}).startswith(
+        "policy.rtc tunes real-time chunking, which runs on the clock: add eval.clock.mode=modeled"
+    )
+    assert "a served policy has no real-time chunking" in str(RemotePolicyConfig(url="ws://x").clock_refusal(rtc))
+    with pytest.raises(UserError, match=r"policy.rtc: the act policy has no real-time chunking .*; remove policy.rtc"):
+        load(act, {"execution_horizon": 4})
+    with pytest.raises(UserError, match=r"overrides.rtc_config takes only null \(RTC off\); real-time chunking runs"):
+        load(smolvla, None, overrides={"rtc_config": {"enabled": True}})
+
+    # A checkpoint saved with RTC on: on the clock with join=rtc, or with RTC turned off.
     saved = shutil.copytree(smolvla, tmp_path / "saved_with_rtc")
     config = json.loads((saved / "config.json").read_text())
     config["rtc_config"] = {"enabled": True, "execution_horizon": HORIZON}
     (saved / "config.json").write_text(json.dumps(config))
-    with pytest.raises(UserError, match=r"enables real-time chunking \(rtc_config\); give its latency .*policy.rtc="):
-        load(saved, None)
-    assert load(saved, None, overrides={"rtc_config": None})[1].rtc is None
-    assert load(saved, {"inference_delay": DELAY, "queue_threshold": THRESHOLD})[1].rtc.execution_horizon == HORIZON
+    assert "enables real-time chunking (rtc_config); evaluate it on the clock with" in str(refusal(saved, lockstep))
+    assert refusal(saved, rtc) is None and refusal(saved, lockstep, overrides={"rtc_config": None}) is None
+    assert load(saved, None)[1].policy.config.rtc_config.execution_horizon == HORIZON
 
 
 def test_rtc_refuses_relative_actions() -> None:
     """pi0 and pi0.5 (LeRobot 0.6) may predict actions relative to the state, whose leftover LeRobot's engine
     re-anchors; refused rather than run differently (checked on the config alone: those checkpoints are gated)."""
-    from types import SimpleNamespace
+    from lerobot_hydra.policies.lerobot.clocked import clock_refusal
+    from lerobot_hydra.schemas.clock import ClockConfig
 
-    from lerobot_hydra.core.errors import UserError
-    from lerobot_hydra.policies.lerobot.rtc import configure
-
-    config = SimpleNamespace(type="pi0", use_relative_actions=True, rtc_config=None, chunk_size=50)
-    with pytest.raises(UserError, match=r"predicts relative actions \(use_relative_actions\).*without policy.rtc"):
-        configure(config, {"inference_delay": 3})
+    why = clock_refusal({"type": "pi0", "use_relative_actions": True}, None, None, ClockConfig("modeled", join="rtc"))
+    assert why is not None and why.startswith("eval.clock.join=rtc: this pi0 checkpoint predicts relative actions")

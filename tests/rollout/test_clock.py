@@ -110,6 +110,61 @@ def test_a_row_chooses_lerobots_action_at_every_step(robot_client: type, aggrega
         assert held > 0  # an empty queue waits out its chunk
 
 
+@pytest.mark.parametrize("threshold", [0.25, 0.5])
+def test_an_rtc_row_follows_lerobots_rtc_queue_and_latency_rule(threshold: float) -> None:
+    """join=rtc, driven step by step beside LeRobot's own RTC `ActionQueue` (as its RTC engine drives it) with the
+    same chunks and drawn latencies (0 to 5 steps): the same steps ask, the guidance gets the same leftover and
+    the delay LeRobot's engine assumes (its `LatencyTracker`'s largest latency, in steps), the chunk replaces the
+    queue from the same action, and each step executes the same action."""
+    import math
+
+    import torch
+    from lerobot.policies.rtc.action_queue import ActionQueue
+    from lerobot.policies.rtc.configuration_rtc import RTCConfig
+    from lerobot.policies.rtc.latency_tracker import LatencyTracker
+
+    fps = 100.0
+    config = ClockConfig("modeled", 25.0, "uniform", 25.0, threshold, join="rtc")
+    row = TimedRow(Clock(config, fps=fps), seed=7, task="t")
+    queue, tracker = ActionQueue(RTCConfig(enabled=True)), LatencyTracker()
+    ours, theirs = chunks(), chunks()
+    in_flight: tuple[int, Any, int, int] | None = None  # LeRobot's side: (step it arrives, chunk, delay, index)
+    guided = 0
+    for step in range(STEPS):
+        row.arrive()
+        if in_flight is not None and in_flight[0] == step:
+            arrived, chunk, _, before = in_flight
+            # The real delay: the actions executed while it computed (LeRobot's engine counts them from the queue).
+            queue.merge(chunk, chunk, queue.get_action_index() - before, before)
+            in_flight = None
+        asks = row.wants_chunk()
+        assert asks == (in_flight is None and (queue.empty() or queue.qsize() <= threshold * CHUNK))
+        if asks:
+            guidance = row.guidance()
+            if queue.empty():
+                assert guidance is None  # nothing to guide towards: an unguided pass
+            else:
+                guided += 1
+                delay = math.ceil(tracker.max() * fps - 1e-9) if tracker.max() else 0
+                assert guidance is not None and guidance[0] == delay
+                assert torch.equal(torch.stack(guidance[1]), queue.get_left_over())
+            row.request(ours(), wall_ms=0.0)
+            steps, ms = row.timing.latency_steps[-1], row.timing.latency_ms[-1]
+            tracker.add(ms / 1000.0)
+            chunk = torch.stack(theirs())
+            if steps == 0:
+                queue.merge(chunk, chunk, 0, queue.get_action_index())
+            else:
+                in_flight = (step + steps, chunk, steps, queue.get_action_index())
+        action = row.pop()
+        expected = queue.get()
+        if expected is None:
+            assert row.held  # LeRobot's queue is empty: the robot waits, the row holds
+        else:
+            assert not row.held and torch.equal(action, expected), f"step {step}"
+    assert guided >= 5 and row.timing.held_steps > 0
+
+
 def test_latency_turns_into_control_steps_rounded_up() -> None:
     clock = Clock(ClockConfig("modeled", 100.0), fps=20.0)
     assert [clock.steps(ms) for ms in (0.0, 1.0, 50.0, 50.1, 100.0, 300.0)] == [0, 1, 1, 2, 2, 6]
@@ -138,7 +193,13 @@ def test_modeled_latency_draws_depend_on_the_episode_and_task_only() -> None:
         (["eval.clock.chunk_size_threshold=0.2"], "used only with eval.clock.mode=modeled or measured"),
         (["eval.clock.mode=modeled", "eval.clock.chunk_size_threshold=2"], "must lie in [0, 1]"),
         (["eval.clock.mode=modeled", "eval.clock.spread_ms=5"], "needs eval.clock.distribution=uniform or normal"),
-        (["eval.clock.mode=modeled", "eval.clock.hold=noop"], "repeats its last action"),
+        (["eval.clock.mode=modeled", "eval.clock.hold=still"], "is not one of repeat, noop"),
+        (["eval.clock.mode=modeled", "eval.clock.join=guided"], "is not one of aggregate, rtc"),
+        (["eval.clock.join=rtc"], "eval.clock.join is used only with eval.clock.mode=modeled or measured"),
+        (
+            ["eval.clock.mode=modeled", "eval.clock.join=rtc", "eval.clock.aggregate=average"],
+            "eval.clock.aggregate is used only with eval.clock.join=aggregate",
+        ),
     ],
 )
 def test_bad_clock_settings_are_one_line(compose: Callable, overrides: list[str], says: str) -> None:
@@ -147,6 +208,26 @@ def test_bad_clock_settings_are_one_line(compose: Callable, overrides: list[str]
     with pytest.raises(UserError, match=None) as err:
         validate(compose("policy=metaworld_expert", "policy.chunk=4", *overrides))
     assert says in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "says"),
+    [
+        (["eval.clock.join=rtc"], "eval.clock.join=rtc: policy=metaworld_expert has no real-time chunking"),
+        (["eval.clock.hold=noop"], "eval.clock.hold=noop: MetaWorld has no action that leaves the robot as it is"),
+    ],
+)
+def test_a_clock_setting_the_policy_or_env_cannot_follow_is_refused_before_anything_runs(
+    compose: Callable, overrides: list[str], says: str
+) -> None:
+    from lerobot_hydra.rollout.build import build_run
+    from lerobot_hydra.schemas.schema import validate
+
+    cfg = compose("policy=metaworld_expert", "policy.chunk=4", "eval.clock.mode=modeled", *overrides)
+    validate(cfg)
+    with pytest.raises(UserError) as err:
+        build_run(cfg)
+    assert str(err.value).startswith(says) and "use eval.clock." in str(err.value) and "\n" not in str(err.value)
 
 
 def test_latency_with_a_policy_that_is_not_chunked_says_what_to_use(compose: Callable) -> None:
@@ -160,5 +241,5 @@ def test_latency_with_a_policy_that_is_not_chunked_says_what_to_use(compose: Cal
     assert "eval.clock.mode=modeled" in str(err.value) and "policy.chunk=10" in str(err.value)
     cfg = compose("policy=random", "env=pusht", "eval.clock.mode=measured")
     validate(cfg)
-    with pytest.raises(UserError, match="not chunks; use eval.clock.mode=lockstep, or a chunked policy in"):
+    with pytest.raises(UserError, match="not chunks; use eval.clock.mode=lockstep, or a chunked policy \\("):
         build_run(cfg)

@@ -31,12 +31,13 @@ from lerobot_hydra.policies.lerobot.checkpoint import (
 )
 from lerobot_hydra.policies.lerobot.clocked import clock_refusal
 from lerobot_hydra.policies.lerobot.features import check_action_shape, env_observation_features, match_features
-from lerobot_hydra.policies.lerobot.noise import ROW_NOISE_HOOKS, deterministic, noise_hooks
+from lerobot_hydra.policies.lerobot.noise import deterministic, noise_hooks
 from lerobot_hydra.policies.lerobot.one_row import RowwisePolicy
 from lerobot_hydra.policies.lerobot.rows import PER_ROW_FAMILIES, PerRowLeRobotPolicy
-from lerobot_hydra.policies.lerobot.rtc import SimulatedLatency, configure
+from lerobot_hydra.policies.lerobot.rtc import RTC_FAMILIES, guidance_config
 from lerobot_hydra.policies.lerobot.runtime import LeRobotPolicy
 from lerobot_hydra.policies.lerobot.versions import first_line, parse_policy_config
+from lerobot_hydra.schemas.clock import ClockConfig
 from lerobot_hydra.schemas.validation import check_device
 
 log = logging.getLogger("lerobot_hydra")
@@ -76,8 +77,8 @@ class LeRobotPolicyConfig(PolicyConfig):
     rename_map: dict[str, str] | None = None
     # Policy cameras the env does not have, shown as blank images (pi0, pi0.5 and SmolVLA pad missing cameras).
     blank_cameras: list[str] = field(default_factory=list)
-    # Real-time chunking (SmolVLA, pi0, pi0.5) with a simulated latency: {inference_delay: 3} plus optionally
-    # queue_threshold and LeRobot's RTC guidance settings (execution_horizon, ...). See rtc.py.
+    # LeRobot's RTC guidance settings (execution_horizon, max_guidance_weight, prefix_attention_schedule) for
+    # real-time chunking on the clock, eval.clock.join=rtc (SmolVLA, pi0, pi0.5). See rtc.py.
     rtc: dict[str, Any] | None = None
 
     def reads(self, env: EnvConfig) -> set[str] | None:
@@ -102,9 +103,9 @@ class LeRobotPolicyConfig(PolicyConfig):
     def resets_rows(self) -> bool:
         return self.family() in PER_ROW_FAMILIES
 
-    def clock_refusal(self) -> str | None:
+    def clock_refusal(self, clock: ClockConfig) -> str | None:
         config_json = read_json(self.checkpoint.directory / "config.json")
-        return clock_refusal(config_json, self.overrides, self.rtc is not None)
+        return clock_refusal(config_json, self.overrides, self.rtc, clock)
 
     def lerobot_config(self) -> Any:
         if not self.path or importlib.util.find_spec("lerobot") is None:
@@ -134,7 +135,7 @@ class LeRobotPolicyConfig(PolicyConfig):
     def build(self, env: EnvConfig, device: str) -> LeRobotPolicy | RowwisePolicy:
         checkpoint = self.checkpoint
         device = check_device(resolve_device(self.device), "policy.device")
-        config, rtc = self.policy_config(checkpoint, device)
+        config, guidance = self.policy_config(checkpoint, device)
         name = checkpoint.name
         if self.blank_cameras and config.type == "smolvla" and config.empty_cameras < len(self.blank_cameras):
             # SmolVLA pads at most `empty_cameras` missing cameras and silently drops the others.
@@ -149,21 +150,21 @@ class LeRobotPolicyConfig(PolicyConfig):
         preprocessor, postprocessor = load_processors(checkpoint, config, device)
         policy = load_weights(checkpoint, config)
         log.info("loaded the %s policy %s on %s%s", config.type, name, device, " with AMP" if self.use_amp else "")
-        return runtime_for(policy, preprocessor, postprocessor, device, self.use_amp, observation_keys, rtc)
+        return runtime_for(policy, preprocessor, postprocessor, device, self.use_amp, observation_keys, guidance)
 
-    def policy_config(self, checkpoint: Checkpoint, device: str) -> tuple[Any, SimulatedLatency | None]:
+    def policy_config(self, checkpoint: Checkpoint, device: str) -> tuple[Any, Any]:
         """The checkpoint's config.json as LeRobot's config class, with the evaluation's changes applied, and
-        the timing of real-time chunking when `rtc` asks for it."""
+        for a family with real-time chunking, the RTCConfig that `eval.clock.join=rtc` switches on (`policy.rtc`'s
+        guidance settings applied); else None."""
         config = self._overridden(parse_policy_config(checkpoint), checkpoint, device)
-        if self.rtc is not None:
-            return configure(config, self.rtc)
-        if getattr(getattr(config, "rtc_config", None), "enabled", False):
-            # Its guidance needs a latency, which a checkpoint does not record (LeRobot's select_action refuses it).
-            raise UserError(
-                f"the {config.type} checkpoint enables real-time chunking (rtc_config); give its latency in control "
-                "steps, policy.rtc={inference_delay: 3}, or turn it off, policy.overrides={rtc_config: null}"
-            )
-        return config, None
+        if config.type not in RTC_FAMILIES:
+            if self.rtc is not None:
+                raise UserError(
+                    f"policy.rtc: the {config.type} policy has no real-time chunking (RTC exists for "
+                    f"{', '.join(sorted(RTC_FAMILIES))}); remove policy.rtc"
+                )
+            return config, None
+        return config, guidance_config(config, self.rtc)
 
     def _overridden(self, config: Any, checkpoint: Checkpoint, device: str) -> Any:
         fields = {f.name for f in dataclasses.fields(config)}
@@ -175,8 +176,8 @@ class LeRobotPolicyConfig(PolicyConfig):
                 raise UserError(f"policy.overrides.{key} is set by the loader; {fix}")
             if key == "rtc_config" and overrides[key] is not None:
                 raise UserError(
-                    "policy.overrides.rtc_config takes only null (RTC off); turn real-time chunking on with "
-                    "policy.rtc={inference_delay: 3, ...}"
+                    "policy.overrides.rtc_config takes only null (RTC off); real-time chunking runs on the clock, "
+                    "eval.clock.join=rtc, its guidance set by policy.rtc"
                 )
             if key not in fields:
                 valid = sorted(fields - RESERVED_OVERRIDES)
@@ -267,7 +268,7 @@ def runtime_for(
     device: str,
     use_amp: bool,
     observation_keys: dict[str, str],
-    rtc: SimulatedLatency | None = None,
+    guidance: Any = None,
 ) -> LeRobotPolicy | RowwisePolicy:
     """A loaded (or live, in-memory) LeRobot policy and its processors as the runner drives them: per-row state
     and noise where its family has them, else its rows one at a time."""
@@ -275,17 +276,10 @@ def runtime_for(
     hooks = noise_hooks(policy)
     arguments = (policy, preprocessor, postprocessor, device, use_amp, observation_keys, hooks)
     if config.type in PER_ROW_FAMILIES:
-        runtime: LeRobotPolicy = PerRowLeRobotPolicy(*arguments, rtc=rtc)
+        runtime: LeRobotPolicy = PerRowLeRobotPolicy(*arguments, guidance=guidance)
     else:
         runtime = LeRobotPolicy(*arguments)
     if hooks is not None or deterministic(config):
         return runtime
-    if rtc is not None:
-        pinned = config.type in ROW_NOISE_HOOKS
-        fix = "install the lerobot that lerobot_hydra pins" if pinned else "remove policy.rtc"
-        raise UserError(
-            f"policy.rtc: this lerobot's {config.type} has no per-row noise hook here, so its rows would run one "
-            f"at a time without real-time chunking; {fix}"
-        )
     log.info("the %s policy's noise has no per-row hook here: its batch rows run one at a time", config.type)
     return RowwisePolicy(runtime)

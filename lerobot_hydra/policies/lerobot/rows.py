@@ -12,10 +12,9 @@ on which batch-mates needed a chunk at the same step, and are bit for bit those 
 LeRobot's `select_action` gives it: its history holds its last `n_obs_steps` observations, the first one
 repeated at its episode's start (`populate_queues`); a chunk is cut to the length of LeRobot's action queue
 (`n_action_steps`; VQ-BeT's `action_chunk_size`); and the postprocessor runs on each step's actions, as in
-lerobot-eval. With `policy.rtc` (rtc.py), a row asks for its next chunk before its queue is empty and
-the chunk, guided by the row's leftover, takes over `inference_delay` steps later. On a real-time `eval.clock`
-each row's queue is a `clock.TimedRow` (LeRobot's async-inference rules); in lockstep each chunk's wall time is
-recorded with the row's episode.
+lerobot-eval. On a real-time `eval.clock` each row's queue is a `clock.TimedRow` (LeRobot's async-inference
+rules; with `join=rtc` its chunks are guided towards its leftover, rtc.py, one pass per assumed delay); in lockstep
+each chunk's wall time is recorded with the row's episode.
 """
 
 from __future__ import annotations
@@ -30,9 +29,9 @@ from typing import Any, cast
 
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.policies.base import DeclaresReads, RunsOnClock
-from lerobot_hydra.policies.clock import Clock, RowTiming, TimedRow
+from lerobot_hydra.policies.clock import Clock, RowTiming, TimedRow, noop_rows
 from lerobot_hydra.policies.lerobot.noise import RowNoise
-from lerobot_hydra.policies.lerobot.rtc import PendingChunk, SimulatedLatency, leftover
+from lerobot_hydra.policies.lerobot.rtc import leftover
 from lerobot_hydra.policies.lerobot.runtime import LeRobotPolicy, rows_of
 
 # Families whose `select_action` is a queue over `predict_action_chunk` (checked against their LeRobot source);
@@ -71,7 +70,6 @@ class RowState:
     actions: deque[Any] = field(default_factory=deque)  # this row's queued actions, each (action_dim,)
     ensembler: Any = None
     idle: bool = False  # no episode on this row: it asks for nothing and its action is never applied
-    pending: PendingChunk | None = None  # real-time chunking: the chunk that replaces `actions` when due
     timed: TimedRow | None = None  # a real-time eval.clock: the row's queue, in place of `actions`
     timing: RowTiming = field(default_factory=RowTiming)  # lockstep: its chunks' wall times
 
@@ -85,9 +83,6 @@ class RowState:
 
     def needs_chunk(self) -> bool:
         return not self.idle and (self.ensembler is not None or not self.actions)
-
-    def needs_rtc_chunk(self, threshold: int) -> bool:
-        return not self.idle and self.pending is None and len(self.actions) <= threshold
 
     def take(self, chunk: Any, length: int | None) -> None:
         """Queue this row's share of a chunk (its row of `chunk`, shape (1, chunk_size, action_dim))."""
@@ -111,9 +106,10 @@ def rows_taken(value: Any, rows: list[int], size: int) -> Any:
 class PerRowLeRobotPolicy(LeRobotPolicy, RunsOnClock, DeclaresReads):
     """`reset_slots` starts an episode on some rows while the others continue (see the module docstring)."""
 
-    def __init__(self, *args: Any, rtc: SimulatedLatency | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, guidance: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.rtc = rtc
+        self.guidance = guidance  # LeRobot's RTCConfig that eval.clock.join=rtc switches on (rtc.py); None: no RTC
+        self.guided = False  # real-time chunking is on
         self.slots: list[RowState] = []
         self.layout: QueueLayout | None = None
         self.filler = RowNoise()  # the noise of the rows that pad a forward pass (their chunks are dropped)
@@ -121,12 +117,18 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RunsOnClock, DeclaresReads):
 
     def use_clock(self, clock: Clock) -> None:
         self.clock = clock if clock.real_time else None
+        if self.clock is not None and clock.config.join == "rtc":
+            assert self.guidance is not None, "eval.clock.join=rtc is refused for families without RTC"
+            self.policy.config.rtc_config = self.guidance
+            self.policy.init_rtc_processor()
+            self.guided = True
 
     def row_timing(self, row: int) -> dict[str, Any] | None:
-        if self.rtc is not None:
-            return None  # RTC's chunks keep their own timing in steps (rtc.py)
         slot = self.slots[row]
         return (slot.timed.timing if slot.timed is not None else slot.timing).fields()
+
+    def noop_rows(self) -> list[int]:
+        return noop_rows([slot.timed for slot in self.slots])
 
     def reset(self, task: TaskSpec, episode_seeds: Sequence[int | None]) -> None:
         self._reset_policy()
@@ -165,7 +167,7 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RunsOnClock, DeclaresReads):
                 slot.observe(observations, row)
             if self.clock is not None:
                 actions = self._timed_actions(observations, size)
-            elif self.rtc is None:
+            else:
                 needing = [row for row, slot in enumerate(self.slots) if slot.needs_chunk()]
                 if needing:
                     start = time.perf_counter()
@@ -175,9 +177,6 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RunsOnClock, DeclaresReads):
                     for row in needing:
                         self.slots[row].take(chunks[row : row + 1], self.layout.actions)
                         self.slots[row].timing.add(0, None, wall_ms)
-            else:
-                self._real_time_chunks(observations, size)
-            if self.clock is None:
                 actions = [None if slot.idle else slot.actions.popleft() for slot in self.slots]
             template = next(a for a in actions if a is not None)
             action = torch.stack([torch.zeros_like(template) if a is None else a for a in actions])
@@ -186,9 +185,9 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RunsOnClock, DeclaresReads):
     def reads_next(self) -> list[bool]:
         """A row reads the coming step's observation when it will ask for a chunk within its history's length
         (the chunk stacks its last `n_obs_steps` observations): its queue holds fewer actions than that. With
-        temporal ensembling or real-time chunking, every step."""
+        temporal ensembling or on a real-time clock, every step."""
         assert self.layout is not None
-        if self.rtc is not None or self.clock is not None:
+        if self.clock is not None:
             return [not slot.idle for slot in self.slots]
         depth = max((length or 1 for length in self.layout.history.values()), default=1)
         return [not slot.idle and (slot.ensembler is not None or len(slot.actions) < depth) for slot in self.slots]
@@ -203,68 +202,51 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RunsOnClock, DeclaresReads):
         return {**processed, OBS_IMAGES: torch.stack(cameras, dim=-4)}
 
     def _timed_actions(self, observations: dict[str, Any], size: int) -> list[Any]:
-        """A real-time clock: due chunks join their rows' queues, the rows that ask get one forward pass (each
-        charged its latency), and each row pops its action (policies/clock.py)."""
+        """A real-time clock: due chunks join their rows' queues, the rows that ask get one forward pass per
+        guidance (unguided, and with `join=rtc` one per assumed delay), each row charged its pass's latency, and
+        each row pops its action (policies/clock.py)."""
         timed = [slot.timed for slot in self.slots]
         for row in timed:
             if row is not None:
                 row.arrive()
-        asking = [i for i, row in enumerate(timed) if row is not None and row.wants_chunk()]
-        if asking:
-            assert self.layout is not None
+        passes: dict[int | None, dict[int, list[Any]]] = {}  # assumed delay (None: unguided) -> row -> leftover
+        for i, row in enumerate(timed):
+            if row is not None and row.wants_chunk():
+                delay, left = row.guidance() or (None, [])
+                passes.setdefault(delay, {})[i] = left
+        assert self.layout is not None
+        for delay, asking in passes.items():
+            rows = list(asking)
+            guidance = None if delay is None else self._guidance(delay, asking, size)
             start = time.perf_counter()
-            chunks = self._chunks(observations, asking, size)
+            chunks = self._chunks(observations, rows, size, guidance)
             wall_ms = 1000.0 * (time.perf_counter() - start)
-            for i in asking:
+            for i in rows:
                 cast(TimedRow, timed[i]).request(list(chunks[i, : self.layout.actions]), wall_ms)
         return [None if row is None else row.pop() for row in timed]
 
-    def _real_time_chunks(self, observations: dict[str, Any], size: int) -> None:
-        """Due chunks take over their rows' queues; rows at the threshold ask for the next one (rtc.py).
-        Rows starting an episode (the only ones with an empty queue: the threshold is at least 1) have no leftover,
-        so they get an unguided pass of their own."""
-        rtc = self.rtc
-        assert rtc is not None
-        for slot in self.slots:
-            if slot.pending is not None:
-                slot.pending.due -= 1  # one more of the old actions was executed at the previous step
-                if slot.pending.due == 0:
-                    slot.actions = deque(slot.pending.chunk[rtc.inference_delay :])
-                    slot.pending = None
-        asking = [row for row, slot in enumerate(self.slots) if slot.needs_rtc_chunk(rtc.queue_threshold)]
-        fresh = [row for row in asking if not self.slots[row].actions]
-        if fresh:
-            chunks = self._chunks(observations, fresh, size)
-            for row in fresh:
-                self.slots[row].actions.extend(chunks[row])
-        guided = [row for row in asking if row not in fresh]
-        if not guided:
-            return
+    def _guidance(self, delay: int, lefts: dict[int, list[Any]], size: int) -> dict[str, Any]:
+        """LeRobot's RTC arguments for a pass of the rows in `lefts`, each guided towards its own leftover."""
         import torch
 
-        padded = [row if row in guided else guided[0] for row in range(size)]
-        left = torch.stack([leftover(self.slots[row].actions, rtc.execution_horizon) for row in padded])
-        guidance = {
-            "inference_delay": rtc.inference_delay,
-            "prev_chunk_left_over": left,
-            "execution_horizon": rtc.execution_horizon,
+        horizon = int(self.guidance.execution_horizon)
+        first = next(iter(lefts))
+        padded = [row if row in lefts else first for row in range(size)]
+        return {
+            "inference_delay": delay,
+            "prev_chunk_left_over": torch.stack([leftover(lefts[row], horizon) for row in padded]),
+            "execution_horizon": horizon,
         }
-        chunks = self._chunks(observations, guided, size, guidance)
-        for row in guided:
-            if rtc.inference_delay == 0:
-                self.slots[row].actions = deque(chunks[row])
-            else:
-                self.slots[row].pending = PendingChunk(chunks[row], rtc.inference_delay)
 
     def _grad_mode(self) -> contextlib.AbstractContextManager[Any]:
         """RTC's guidance takes a gradient inside the sampler, which inference mode forbids."""
         import torch
 
-        return torch.no_grad() if self.rtc is not None else super()._grad_mode()
+        return torch.no_grad() if self.guided else super()._grad_mode()
 
     def fork(self) -> PerRowLeRobotPolicy:
         forked = super().fork()
-        forked.rtc, forked.clock = self.rtc, self.clock
+        forked.guidance, forked.guided, forked.clock = self.guidance, self.guided, self.clock
         return forked
 
     def _chunks(
