@@ -79,7 +79,9 @@ class RobosuiteEnvConfig(EnvConfig):
             env.close()
 
     def zero_action_holds(self) -> bool:
-        return True  # its default controller takes end-effector deltas; the Panda gripper moves by the action's sign
+        # The Panda's default controller takes end-effector deltas and its gripper moves by the action's sign; other
+        # robots' hands (GR1's, Jaco's) take positions.
+        return self.robots == "Panda"
 
     def build(self, task: TaskSpec, render: bool) -> TaskEnv:
         return RobosuiteTaskEnv(self, task, render)

@@ -12,8 +12,11 @@ not advance, as the robot's does not.
 
 With `join=rtc` a chunk joins as in LeRobot's real-time chunking engine (`lerobot.rollout.inference.rtc`): it is
 computed with guidance towards the row's leftover (the queued actions at the request), assuming the delay that
-engine assumes, the largest latency of the episode so far in steps, and on arrival it replaces the queue from the
-first timestep not yet executed (no blending).
+engine assumes, the largest latency so far in steps, and on arrival it replaces the queue, its first `latency`
+actions dropped (the time that passed, whether the row executed or held meanwhile; no blending). Three differences
+from the engine, each so that an episode stays a function of its seed, task and index alone or of what it observes:
+the largest latency is the episode's (the engine's tracker spans its whole life), the first chunk is awaited, and a
+chunk asked for with an empty queue is computed unguided (the engine guides it towards a leftover of zeros).
 
 Two choices the robot leaves open are fixed here. One chunk is in flight per row at a time (LeRobot's server
 computes one at a time and drops the observations sent meanwhile). A chunk asked for after the action of timestep t
@@ -144,16 +147,23 @@ class TimedRow:
         steps = self.clock.steps(charged) if self.chunk_size else 0
         self.timing.add(steps, charged, wall_ms)
         first = self.latest + 1
+        if self.clock.config.join == "rtc":
+            self.chunk_size = max(self.chunk_size, len(actions))
+            actions = actions[steps:]  # LeRobot's RTC engine drops the latency's worth, executed or not
         if steps == 0:
             self.join(first, actions)
         else:
             self.flight = (steps, first, actions)
 
     def join(self, first: int, actions: list[Any]) -> None:
-        """LeRobot's rule: passed timesteps dropped, queued ones blended, the queue becomes the chunk's rest."""
+        """LeRobot's async rule: passed timesteps dropped, queued ones blended, the queue becomes the chunk's rest.
+        RTC's: the chunk (its latency's worth already dropped) replaces the queue."""
+        if self.clock.config.join == "rtc":
+            self.queue = deque(enumerate(actions, start=self.latest + 1))
+            return
         self.chunk_size = max(self.chunk_size, len(actions))
         queued = dict(self.queue)
-        name = "latest_only" if self.clock.config.join == "rtc" else self.clock.config.aggregate
+        name = self.clock.config.aggregate
         self.queue = deque(
             (t, blend(name, queued[t], a) if t in queued else a)
             for t, a in enumerate(actions, start=first)

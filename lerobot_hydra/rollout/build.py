@@ -39,6 +39,11 @@ class RunParts:
             from lerobot_hydra.policies.clock import Clock
 
             cast(RunsOnClock, policy).use_clock(Clock(self.clock, float(self.env.fps)))
+        elif self.clock.real_time:
+            raise UserError(
+                f"eval.clock.mode={self.clock.mode}: the policy built ({type(policy).__name__}) does not run on a "
+                "real-time clock; use eval.clock.mode=lockstep"
+            )
         return policy
 
 

@@ -54,7 +54,11 @@ def test_no_latency_and_threshold_0_is_lockstep(
     has no leftover to be guided towards."""
     if family not in policies:
         pytest.skip(LEROBOT_06_ONLY)
-    common = [*policies[family], *TASK, "eval.n_episodes=3", "eval.batch_size=2", f"eval.clock.join={join}"]
+    policy = policies[family]
+    if join == "rtc":  # RTC queues whole chunks (4 actions here), as LeRobot's RTC engine: lockstep with them too
+        policy = [o for o in policy if not o.startswith(("policy.overrides=", "env.episode_length="))]
+        policy += ["policy.overrides={n_action_steps: 4}", "env.episode_length=8"]
+    common = [*policy, *TASK, "eval.n_episodes=3", "eval.batch_size=2", f"eval.clock.join={join}"]
     lockstep = run_in(compose, tmp_path / "lockstep", *common[:-1])
     assert kept(run_in(compose, tmp_path / "modeled", *common, *ZERO), TIMING) == kept(lockstep, TIMING)
     assert all(r["inferences"] >= 2 and len(r["infer_ms"]) == r["inferences"] for r in lockstep)
@@ -94,7 +98,8 @@ def test_a_checkpoint_that_cannot_run_in_real_time_is_refused_in_one_line(
         ({"type": "tdmpc", "use_mpc": False}, None),
         ({"type": "groot"}, None),
         ({"type": "xvla"}, None),
-        ({"type": "smolvla", "rtc_config": {"enabled": True}}, "enables real-time chunking (rtc_config)"),
+        ({"type": "smolvla", "rtc_config": {"enabled": True}}, "enables real-time chunking (rtc_config); run it"),
+        ({"type": "evo1", "rtc_config": {"enabled": True}}, "runs here for pi0, pi05, smolvla only; turn it off"),
     ],
 )
 def test_which_families_run_on_the_clock_is_known_from_config_json(config_json: dict, says: str | None) -> None:

@@ -302,7 +302,9 @@ def test_rtc_is_refused_where_it_cannot_run(smolvla: Path, tmp_path: Path) -> No
     config = json.loads((saved / "config.json").read_text())
     config["rtc_config"] = {"enabled": True, "execution_horizon": HORIZON}
     (saved / "config.json").write_text(json.dumps(config))
-    assert "enables real-time chunking (rtc_config); evaluate it on the clock with" in str(refusal(saved, lockstep))
+    assert "enables real-time chunking (rtc_config); run it with eval.clock.mode=modeled" in str(
+        refusal(saved, lockstep)
+    )
     assert refusal(saved, rtc) is None and refusal(saved, lockstep, overrides={"rtc_config": None}) is None
     assert load(saved, None)[1].policy.config.rtc_config.execution_horizon == HORIZON
 

@@ -68,7 +68,7 @@ print(json.dumps(trail))
 def test_a_zero_action_brings_a_robosuite_arm_to_rest_where_it_is() -> None:
     from lerobot_hydra.envs.robosuite import RobosuiteEnvConfig
 
-    assert RobosuiteEnvConfig().zero_action_holds()
+    assert RobosuiteEnvConfig().zero_action_holds() and not RobosuiteEnvConfig(robots="Jaco").zero_action_holds()
     actions = json.dumps([MOVE, [0.0] * 7, MOVE])
     out = subprocess.run(
         [robosuite_python(), "-c", BY_HAND, str(STEPS), actions], capture_output=True, text=True, check=True

@@ -10,7 +10,7 @@ from typing import Any
 from lerobot_hydra.policies.lerobot.noise import ROW_NOISE_HOOKS
 from lerobot_hydra.policies.lerobot.row_chunks import unservable
 from lerobot_hydra.policies.lerobot.rows import PER_ROW_FAMILIES
-from lerobot_hydra.policies.lerobot.rtc import ON_THE_CLOCK, rtc_refusal
+from lerobot_hydra.policies.lerobot.rtc import ON_THE_CLOCK, RTC_FAMILIES, rtc_refusal
 from lerobot_hydra.schemas.clock import ClockConfig
 
 
@@ -26,10 +26,11 @@ def clock_refusal(
         if rtc is not None:
             return f"policy.rtc tunes real-time chunking, which runs on the clock: add {ON_THE_CLOCK}, or drop it"
         if rtc_saved:
-            return (
-                f"the {kind} checkpoint enables real-time chunking (rtc_config); evaluate it on the clock with "
-                f"{ON_THE_CLOCK}, or turn it off with policy.overrides={{rtc_config: null}}"
-            )
+            saved = f"the {kind} checkpoint enables real-time chunking (rtc_config)"
+            off = "turn it off with policy.overrides={rtc_config: null}"
+            if kind not in RTC_FAMILIES:
+                return f"{saved}, which runs here for {', '.join(sorted(RTC_FAMILIES))} only; {off}"
+            return f"{saved}; run it with {ON_THE_CLOCK}, or {off}"
     if not clock.real_time:
         return None
     mode = f"eval.clock.mode={clock.mode}"
@@ -41,7 +42,10 @@ def clock_refusal(
             "is ever in flight; use policy.overrides={temporal_ensemble_coeff: null} or eval.clock.mode=lockstep"
         )
     if (why := unservable(_Config(settings))) is not None:
-        return f"{mode}: the {kind} policy's chunks depend on more than the row's observations ({why}); use lockstep"
+        return (
+            f"{mode}: the {kind} policy's chunks depend on more than the row's observations ({why}); use "
+            "eval.clock.mode=lockstep"
+        )
     if clock.join == "rtc":
         why = rtc_refusal(kind, rtc, bool(settings.get("use_relative_actions")))
         return None if why is None else f"eval.clock.join=rtc: {why}"

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lerobot_hydra.core.errors import UserError
 from lerobot_hydra.envs.base import TaskSpec
 from lerobot_hydra.policies.base import RunsOnClock
 from lerobot_hydra.policies.clock import Clock, RowTiming, TimedRow, noop_rows
@@ -50,6 +51,12 @@ class RowwisePolicy(RunsOnClock):
         self.clock: Clock | None = None
 
     def use_clock(self, clock: Clock) -> None:
+        if clock.real_time and clock.config.join == "rtc":  # clocked.py refuses it for every family run this way
+            kind = self.base.policy.config.type
+            raise UserError(
+                f"eval.clock.join=rtc: this lerobot's {kind} has no per-row noise hook here, so its rows run one at a "
+                "time, without guidance; install the lerobot that lerobot_hydra pins, or use eval.clock.join=aggregate"
+            )
         self.clock = clock if clock.real_time else None
 
     def row_timing(self, row: int) -> dict[str, Any] | None:

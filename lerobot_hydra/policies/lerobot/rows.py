@@ -215,6 +215,7 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RunsOnClock, DeclaresReads):
                 delay, left = row.guidance() or (None, [])
                 passes.setdefault(delay, {})[i] = left
         assert self.layout is not None
+        length = None if self.guided else self.layout.actions  # as LeRobot's RTC engine, RTC queues whole chunks
         for delay, asking in passes.items():
             rows = list(asking)
             guidance = None if delay is None else self._guidance(delay, asking, size)
@@ -222,7 +223,7 @@ class PerRowLeRobotPolicy(LeRobotPolicy, RunsOnClock, DeclaresReads):
             chunks = self._chunks(observations, rows, size, guidance)
             wall_ms = 1000.0 * (time.perf_counter() - start)
             for i in rows:
-                cast(TimedRow, timed[i]).request(list(chunks[i, : self.layout.actions]), wall_ms)
+                cast(TimedRow, timed[i]).request(list(chunks[i, :length]), wall_ms)
         return [None if row is None else row.pop() for row in timed]
 
     def _guidance(self, delay: int, lefts: dict[int, list[Any]], size: int) -> dict[str, Any]:
